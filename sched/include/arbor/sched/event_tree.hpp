@@ -1,0 +1,45 @@
+// Event trees: how a batch of completions enters the scheduler.
+//
+// `submit_event_trees` packs n events into balanced binary trees of at most `max_tree` items
+// (so depth at most ceil(log2(max_tree + 1))) and queues all tree roots with one global push.
+// A worker that runs a node first pushes the node's children to its own local queue, then
+// copies the event out, returns the node to the pool, and only then runs the handler. Idle
+// workers steal from the top of that queue, i.e. whole subtrees: the batch spreads by divide
+// and conquer instead of by every worker hammering one shared queue, and a handler that blocks
+// delays nothing but its own node. The bound keeps a burst from becoming one enormous tree that
+// a single worker has to split while p99 latency suffers.
+#pragma once
+
+#include <cstddef>
+#include <span>
+
+#include "arbor/sched/event_pool.hpp"
+#include "arbor/sched/scheduler.hpp"
+
+namespace arbor::sched {
+
+/// Default bound on the items in one tree (see docs/benchmarks.md for how it was chosen).
+inline constexpr std::size_t kDefaultMaxTree = 64;
+
+/// Links nodes[0..n) into balanced trees of at most `max_tree` nodes each (left, right) and
+/// returns the roots chained through `next`, in order; `roots` receives their number.
+EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tree,
+                            std::size_t& roots) noexcept;
+
+/// Packs `events` into trees of at most `max_tree` items (0 means kDefaultMaxTree) and submits
+/// them with one push. Returns the number of trees. If the scheduler is stopping, every event
+/// is delivered with Disposition::drop instead.
+std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool,
+                               std::span<const Event> events, std::size_t max_tree = 0);
+
+/// Depth of the balanced tree submit_event_trees builds for n items: ceil(log2(n + 1)).
+constexpr std::size_t event_tree_depth(std::size_t n) noexcept {
+  std::size_t depth = 0;
+  while (n > 0) {
+    n >>= 1;
+    ++depth;
+  }
+  return depth;
+}
+
+}  // namespace arbor::sched

@@ -1,0 +1,38 @@
+// GlobalQueue: the multi-producer, multi-consumer queue shared by all workers.
+//
+// An intrusive FIFO list under a mutex. Producers are external threads, engine pollers and
+// overflowing workers; the one hot producer pattern (an engine pushing event trees) already
+// batches, so one lock per batch is what matters, and `push_batch` splices a whole chain in
+// O(1). The length is mirrored in an atomic so that idle workers can poll "anything there?"
+// without touching the lock's cache line.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <mutex>
+
+#include "arbor/sched/work_item.hpp"
+
+namespace arbor::sched {
+
+class GlobalQueue {
+ public:
+  void push(WorkItem* item) noexcept { push_batch(item, item, 1); }
+  /// Appends the chain first..last (linked through `next`), `count` items long.
+  void push_batch(WorkItem* first, WorkItem* last, std::size_t count) noexcept;
+  /// The oldest item, or nullptr.
+  WorkItem* pop() noexcept;
+  /// Empties the queue, returning the chain (for shutdown).
+  WorkItem* take_all() noexcept;
+  /// Racy length: exact when no push or pop is in flight.
+  std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
+  bool empty() const noexcept { return size() == 0; }
+
+ private:
+  alignas(64) std::atomic<std::size_t> size_{0};
+  alignas(64) std::mutex mutex_;
+  WorkItem* head_ = nullptr;  // guarded by mutex_
+  WorkItem* tail_ = nullptr;  // guarded by mutex_
+};
+
+}  // namespace arbor::sched

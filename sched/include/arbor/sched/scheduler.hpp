@@ -1,0 +1,119 @@
+// Scheduler: N workers, each with a local work-stealing deque, sharing one global queue.
+//
+// A worker looks for work in this order: its local queue, the global queue, the other workers'
+// queues (random victim), then it spins for an adaptive while and finally parks on the
+// LifoSemaphore. New work wakes a parked worker only when it might otherwise wait: if some
+// worker is already searching (stealing or spinning) nobody is woken, at most half the workers
+// search at once, and a searcher that finds work wakes the next sleeper only if it was the last
+// searcher (the "chain of wakes", as in Tokio). The counts behind those decisions sit in one
+// atomic word; see scheduler.cpp for the protocol and its orderings.
+//
+// Thread safety: every member function may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <vector>
+
+#include "arbor/sched/counters.hpp"
+#include "arbor/sched/global_queue.hpp"
+#include "arbor/sched/work_item.hpp"
+#include "arbor/sync/lifo_semaphore.hpp"
+#include "arbor/sync/spin.hpp"
+
+namespace arbor::sched {
+
+struct SchedulerOptions {
+  /// Worker threads; default: the CPUs this process may run on. 0 or negative is an error.
+  std::optional<int> workers;
+  /// Extra workers that blocking regions may start; default: as many as `workers`.
+  std::optional<int> max_spare_workers;
+  /// Capacity of each worker's local queue (rounded up to a power of two).
+  std::size_t local_queue_capacity = 256;
+  /// Spin policy; default: from ARBOR_SPIN (adaptive when unset).
+  std::optional<sync::SpinConfig> spin;
+};
+
+class Scheduler {
+ public:
+  /// Starts the workers. Throws std::invalid_argument for bad options.
+  explicit Scheduler(SchedulerOptions options = {});
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+  /// Calls stop().
+  ~Scheduler();
+
+  /// Queues `item`. With `prefer_local` and when called from one of this scheduler's workers,
+  /// the item goes to that worker's local queue; otherwise to the global queue. After stop()
+  /// has begun, the item is dropped at once (its fn runs with Disposition::drop) and the call
+  /// returns false. `weight` is what the item adds to counters().queued: 1 for a plain item,
+  /// 0 for a part of a batch that was counted when the batch was submitted.
+  bool submit(WorkItem& item, bool prefer_local = false, std::uint64_t weight = 1) noexcept;
+  /// Queues the chain first..last (linked through `next`) with one global push. `weight` is
+  /// what the chain counts for in counters().queued (an event tree counts all its events).
+  bool submit_batch(WorkItem* first, WorkItem* last, std::size_t count,
+                    std::uint64_t weight) noexcept;
+
+  /// Stops the workers after the items they are running, joins them, and drops everything
+  /// still queued. Returns how many items were dropped. Idempotent.
+  std::uint64_t stop() noexcept;
+
+  /// Summed counters (racy while running, exact after stop()).
+  SchedulerCounters counters() const noexcept;
+  /// Number of workers (without spares).
+  int workers() const noexcept { return workers_; }
+  /// Workers parked right now (racy).
+  int parked_workers() const noexcept;
+
+  /// The scheduler whose worker is the calling thread, or nullptr.
+  static Scheduler* current() noexcept;
+
+ private:
+  struct Worker;
+  friend class BlockingRegion;
+  static Worker*& this_worker() noexcept;
+
+  void start_worker(std::size_t index);
+  void run_worker(Worker& w) noexcept;
+  WorkItem* find_work(Worker& w) noexcept;
+  WorkItem* steal_work(Worker& w) noexcept;
+  WorkItem* spin_for_work(Worker& w) noexcept;
+  void park(Worker& w) noexcept;
+  void push_local(Worker& w, WorkItem* item) noexcept;
+  bool notify_parked() noexcept;
+  bool anything_queued() const noexcept;
+  void start_spare_if_needed() noexcept;
+  bool transition_to_searching(Worker& w) noexcept;
+  void transition_from_searching(Worker& w) noexcept;
+  void enter_blocking() noexcept;
+  void leave_blocking() noexcept;
+  detail::CounterBlock& counter_block() noexcept;
+
+  const int workers_;
+  const int max_workers_;  // workers_ + spares
+  const sync::SpinConfig spin_config_;
+  const unsigned cpus_;
+
+  GlobalQueue global_;
+  sync::LifoSemaphore sleepers_;
+  // Low 16 bits: searching workers; high 16 bits: unparked workers (running, searching or
+  // blocked). Changed together so that "is anybody searching?" and "is anybody asleep?" are
+  // answered by one load.
+  alignas(64) std::atomic<std::uint32_t> idle_state_;
+  alignas(64) std::atomic<int> blocked_{0};
+  std::atomic<int> started_{0};
+  std::atomic<int> submitters_{0};  // external submits in flight, for stop()
+  std::atomic<bool> stopping_{false};
+  bool stopped_ = false;
+
+  std::vector<std::unique_ptr<Worker>> slots_;  // max_workers_ entries, started lazily past N
+  std::mutex lifecycle_mutex_;                  // starting spares, stop()
+  detail::CounterBlock external_counters_;
+  std::atomic<std::uint64_t> spare_workers_started_{0};
+};
+
+}  // namespace arbor::sched

@@ -1,0 +1,406 @@
+// The worker loop and the wake protocol.
+//
+// idle_state_ packs (unparked << 16 | searching). A worker is "searching" while it steals or
+// spins; "unparked" while it is not asleep on sleepers_ (running, searching or blocked).
+//
+// No lost wakeups — the Dekker pattern between a submitter and a worker about to park:
+//   submitter: push the item; fence(seq_cst); load idle_state_; wake one if nobody searches
+//              and fewer than N workers are awake.
+//   parker:    idle_state_ -= unparked (and searching); fence(seq_cst); re-check every queue;
+//              undo and go back to work if anything is queued; otherwise sleep.
+// The two fences order the pair: either the submitter sees the parker still awake (and the
+// parker then sees the item in its re-check), or the submitter sees it parked and wakes it.
+// A woken worker is counted as unparked + searching by its waker, before it even runs, so
+// concurrent submitters do not wake a second one for the same work.
+//
+// Searchers bound: at most half the workers (at least one) search at once. When the last
+// searcher finds work it wakes one more sleeper, since more work may be queued behind it; so
+// a burst wakes workers one at a time, each only once the previous one has found something.
+#include "arbor/sched/scheduler.hpp"
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#include "arbor/sched/local_queue.hpp"
+
+namespace arbor::sched {
+namespace {
+
+constexpr std::uint32_t kSearchingOne = 1;
+constexpr std::uint32_t kUnparkedOne = 1u << 16;
+constexpr std::uint32_t searching_of(std::uint32_t s) noexcept { return s & 0xffffu; }
+constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept { return s >> 16; }
+
+// How often a worker looks at the global queue before its own, so that a worker busy with a
+// chain of local items cannot starve what was queued globally (the figure Tokio uses).
+constexpr std::uint32_t kGlobalQueueInterval = 61;
+
+}  // namespace
+
+struct Scheduler::Worker {
+  Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin)
+      : owner(s), index(i), queue(capacity), spinner(spin),
+        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))) {}
+
+  Scheduler& owner;
+  const std::size_t index;
+  LocalQueue queue;
+  detail::CounterBlock counters;
+  sync::AdaptiveSpinner spinner;
+  sync::FastRandom rng;
+  std::uint32_t tick = 0;
+  bool searching = false;  // mirrors this worker's share of idle_state_'s searching count
+  std::thread thread;
+};
+
+Scheduler::Worker*& Scheduler::this_worker() noexcept {
+  thread_local Worker* worker = nullptr;
+  return worker;
+}
+
+Scheduler* Scheduler::current() noexcept {
+  Worker* w = this_worker();
+  return w != nullptr ? &w->owner : nullptr;
+}
+
+namespace {
+int checked_workers(const SchedulerOptions& options) {
+  int n = options.workers.value_or(static_cast<int>(sync::available_cpus()));
+  if (n <= 0)
+    throw std::invalid_argument("arbor::sched::Scheduler: workers must be at least 1, got " +
+                                std::to_string(n));
+  return n;
+}
+int checked_max_workers(const SchedulerOptions& options, int workers) {
+  int spares = options.max_spare_workers.value_or(workers);
+  if (spares < 0)
+    throw std::invalid_argument(
+        "arbor::sched::Scheduler: max_spare_workers must not be negative, got " +
+        std::to_string(spares));
+  if (workers + spares > 0x7fff)
+    throw std::invalid_argument("arbor::sched::Scheduler: at most 32767 workers and spares");
+  return workers + spares;
+}
+}  // namespace
+
+Scheduler::Scheduler(SchedulerOptions options)
+    : workers_(checked_workers(options)),
+      max_workers_(checked_max_workers(options, workers_)),
+      spin_config_(options.spin ? *options.spin : sync::SpinConfig::from_env()),
+      cpus_(sync::available_cpus()),
+      idle_state_(static_cast<std::uint32_t>(workers_) * kUnparkedOne) {
+  if (options.local_queue_capacity == 0 || options.local_queue_capacity > (1u << 20))
+    throw std::invalid_argument(
+        "arbor::sched::Scheduler: local_queue_capacity must be in 1..1048576");
+  slots_.reserve(static_cast<std::size_t>(max_workers_));
+  for (int i = 0; i < max_workers_; ++i)
+    slots_.push_back(std::make_unique<Worker>(*this, static_cast<std::size_t>(i),
+                                              options.local_queue_capacity, spin_config_));
+  // Publish the slots before any thread can look at them (thieves read started_ with acquire).
+  started_.store(workers_, std::memory_order_release);
+  for (int i = 0; i < workers_; ++i) start_worker(static_cast<std::size_t>(i));
+}
+
+Scheduler::~Scheduler() { stop(); }
+
+void Scheduler::start_worker(std::size_t index) {
+  Worker& w = *slots_[index];
+  w.thread = std::thread([this, &w] { run_worker(w); });
+}
+
+detail::CounterBlock& Scheduler::counter_block() noexcept {
+  Worker* w = this_worker();
+  return (w != nullptr && &w->owner == this) ? w->counters : external_counters_;
+}
+
+bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) noexcept {
+  Worker* w = this_worker();
+  const bool on_worker = w != nullptr && &w->owner == this;
+  if (!on_worker) submitters_.fetch_add(1, std::memory_order_seq_cst);
+  // seq_cst pairs with stop(): it sets stopping_ and then waits for submitters_ to drain, so
+  // either we see stopping_ or stop() sees us and waits until our item is queued.
+  if (stopping_.load(std::memory_order_seq_cst)) {
+    if (!on_worker) submitters_.fetch_sub(1, std::memory_order_release);
+    item.fn(&item, Disposition::drop);
+    return false;
+  }
+  bool notify = true;
+  if (on_worker) {
+    w->counters.bump(detail::CounterBlock::submitted, weight);
+    if (prefer_local) {
+      push_local(*w, &item);
+      // The worker runs its newest local item as soon as the current one returns, so a lone
+      // local item needs nobody else; only a backlog is worth waking a thief for.
+      notify = w->queue.size_estimate() > 1;
+    } else {
+      global_.push(&item);
+    }
+  } else {
+    external_counters_.add(detail::CounterBlock::submitted, weight);
+    global_.push(&item);
+    submitters_.fetch_sub(1, std::memory_order_release);
+  }
+  if (notify) notify_parked();
+  return true;
+}
+
+bool Scheduler::submit_batch(WorkItem* first, WorkItem* last, std::size_t count,
+                             std::uint64_t weight) noexcept {
+  Worker* w = this_worker();
+  const bool on_worker = w != nullptr && &w->owner == this;
+  if (!on_worker) submitters_.fetch_add(1, std::memory_order_seq_cst);
+  if (stopping_.load(std::memory_order_seq_cst)) {
+    if (!on_worker) submitters_.fetch_sub(1, std::memory_order_release);
+    for (WorkItem* item = first; item != nullptr;) {
+      WorkItem* next = item == last ? nullptr : item->next;
+      item->fn(item, Disposition::drop);
+      item = next;
+    }
+    return false;
+  }
+  counter_block().add(detail::CounterBlock::submitted, weight);
+  global_.push_batch(first, last, count);
+  if (!on_worker) submitters_.fetch_sub(1, std::memory_order_release);
+  notify_parked();
+  return true;
+}
+
+void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
+  if (w.queue.push(item)) return;
+  // Overflow: hand the older half to everyone in one global push, keep the newer (hotter) half.
+  std::size_t count = 0;
+  WorkItem* first = w.queue.take_older_half(count);
+  if (first != nullptr) {
+    WorkItem* last = first;
+    while (last->next != nullptr) last = last->next;
+    global_.push_batch(first, last, count);
+  }
+  if (!w.queue.push(item)) global_.push(item);  // capacity 1 corner: nothing to move
+}
+
+bool Scheduler::notify_parked() noexcept {
+  // Pairs with the fence in park(); see the protocol at the top of this file.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (searching_of(s) != 0) return true;  // a searcher will find the work
+    const int unparked = static_cast<int>(unparked_of(s));
+    if (unparked - blocked_.load(std::memory_order_relaxed) >= workers_) return true;
+    if (unparked >= started_.load(std::memory_order_acquire)) return false;  // nobody asleep
+    if (idle_state_.compare_exchange_weak(s, s + kSearchingOne + kUnparkedOne,
+                                          std::memory_order_seq_cst, std::memory_order_relaxed))
+      break;
+  }
+  counter_block().add(detail::CounterBlock::wakes);
+  sleepers_.release(1);
+  return true;
+}
+
+bool Scheduler::transition_to_searching(Worker& w) noexcept {
+  if (w.searching) return true;
+  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (2 * searching_of(s) >= static_cast<std::uint32_t>(workers_)) return false;
+    if (idle_state_.compare_exchange_weak(s, s + kSearchingOne, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed))
+      break;
+  }
+  w.searching = true;
+  return true;
+}
+
+void Scheduler::transition_from_searching(Worker& w) noexcept {
+  w.searching = false;
+  std::uint32_t prev = idle_state_.fetch_sub(kSearchingOne, std::memory_order_seq_cst);
+  // The last searcher found work: there may be more behind it, and nobody is looking now.
+  if (searching_of(prev) == 1) notify_parked();
+}
+
+WorkItem* Scheduler::find_work(Worker& w) noexcept {
+  WorkItem* item = nullptr;
+  if (++w.tick % kGlobalQueueInterval == 0 && (item = global_.pop()) != nullptr) return item;
+  if ((item = w.queue.pop()) != nullptr) return item;
+  if ((item = global_.pop()) != nullptr) return item;
+  return steal_work(w);
+}
+
+WorkItem* Scheduler::steal_work(Worker& w) noexcept {
+  const int n = started_.load(std::memory_order_acquire);
+  if (n <= 1 || !transition_to_searching(w)) return nullptr;
+  const auto count = static_cast<std::uint32_t>(n);
+  const std::uint32_t start = w.rng.below(count);
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Worker& victim = *slots_[(start + i) % count];
+    if (&victim == &w || victim.queue.size_estimate() == 0) continue;
+    if (WorkItem* item = victim.queue.steal()) {
+      w.counters.bump(detail::CounterBlock::steals);
+      return item;
+    }
+  }
+  return nullptr;
+}
+
+WorkItem* Scheduler::spin_for_work(Worker& w) noexcept {
+  if (!transition_to_searching(w)) return nullptr;  // enough others are already looking
+  const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  const int others = static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) - 1;
+  const auto budget = w.spinner.budget(others > 0 ? static_cast<unsigned>(others) : 0u, cpus_);
+  if (budget <= std::chrono::nanoseconds::zero()) return nullptr;
+
+  w.counters.bump(detail::CounterBlock::spins);
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  WorkItem* item = nullptr;
+  for (std::uint32_t attempt = 0; item == nullptr; ++attempt) {
+    if (stopping_.load(std::memory_order_relaxed)) break;
+    if ((item = global_.pop()) != nullptr || (item = steal_work(w)) != nullptr) break;
+    // Short, jittered pauses between probes keep us off the queues' cache lines without
+    // adding much latency; the clock is read only every eighth probe.
+    sync::Backoff::pause(attempt < 4 ? attempt : 4, w.rng.next());
+    if (attempt % 8 == 7 && std::chrono::steady_clock::now() >= deadline) break;
+  }
+  w.spinner.record(item != nullptr);
+  if (item != nullptr) w.counters.bump(detail::CounterBlock::spins_found_work);
+  return item;
+}
+
+bool Scheduler::anything_queued() const noexcept {
+  if (!global_.empty()) return true;
+  const int n = started_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i)
+    if (slots_[static_cast<std::size_t>(i)]->queue.size_estimate() != 0) return true;
+  return false;
+}
+
+void Scheduler::park(Worker& w) noexcept {
+  const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
+  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);
+  w.searching = false;
+  // Pairs with the fence in notify_parked(); see the protocol at the top of this file.
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (anything_queued() || stopping_.load(std::memory_order_relaxed)) {
+    // Work arrived while we were deciding to sleep and its submitter may have counted on us
+    // being awake: stay up and look again.
+    idle_state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
+    return;
+  }
+  w.counters.bump(detail::CounterBlock::parks);
+  sleepers_.wait();
+  // Whoever woke us counted us as unparked and searching.
+  w.searching = true;
+}
+
+void Scheduler::run_worker(Worker& w) noexcept {
+  this_worker() = &w;
+  while (!stopping_.load(std::memory_order_relaxed)) {
+    WorkItem* item = find_work(w);
+    if (item == nullptr) item = spin_for_work(w);
+    if (item == nullptr) {
+      park(w);
+      continue;
+    }
+    if (w.searching) transition_from_searching(w);
+    w.counters.bump(detail::CounterBlock::run);
+    item->fn(item, Disposition::run);
+  }
+  this_worker() = nullptr;
+}
+
+void Scheduler::enter_blocking() noexcept {
+  Worker* w = this_worker();
+  blocked_.fetch_add(1, std::memory_order_seq_cst);
+  if (w != nullptr && &w->owner == this) {
+    // Our local items would wait for the blocking call to return: give them to everyone.
+    WorkItem* first = nullptr;
+    WorkItem* last = nullptr;
+    std::size_t count = 0;
+    while (WorkItem* item = w->queue.pop()) {
+      item->next = first;
+      first = item;
+      if (last == nullptr) last = item;
+      ++count;
+    }
+    if (first != nullptr) global_.push_batch(first, last, count);
+  }
+  if (!notify_parked()) start_spare_if_needed();
+}
+
+void Scheduler::leave_blocking() noexcept { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
+
+void Scheduler::start_spare_if_needed() noexcept {
+  std::lock_guard lock(lifecycle_mutex_);
+  if (stopping_.load(std::memory_order_relaxed)) return;
+  const int index = started_.load(std::memory_order_relaxed);
+  if (index >= max_workers_) return;
+  const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+    return;  // enough workers are awake after all
+  Worker& w = *slots_[static_cast<std::size_t>(index)];
+  // Counted as unparked + searching before it runs, exactly like a woken worker.
+  w.searching = true;
+  idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+  try {
+    start_worker(static_cast<std::size_t>(index));
+  } catch (...) {
+    // No thread to be had: undo, and the queued work waits for a worker to come back.
+    w.searching = false;
+    idle_state_.fetch_sub(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    return;
+  }
+  started_.store(index + 1, std::memory_order_release);
+  spare_workers_started_.fetch_add(1, std::memory_order_relaxed);
+}
+
+std::uint64_t Scheduler::stop() noexcept {
+  if (current() == this) {
+    // A worker cannot join itself; this is a bug in the caller, not a runtime condition.
+    std::fputs("arbor::sched::Scheduler::stop() called from one of its own workers\n", stderr);
+    std::abort();
+  }
+  std::lock_guard lock(lifecycle_mutex_);
+  if (stopped_) return 0;
+  stopping_.store(true, std::memory_order_seq_cst);
+  // Let submits that passed the stopping_ check finish queueing, so nothing lands after the
+  // drain below. They are a few instructions long.
+  while (submitters_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  const int started = started_.load(std::memory_order_acquire);
+  sleepers_.release(static_cast<std::uint32_t>(started));
+  for (int i = 0; i < started; ++i) {
+    auto& t = slots_[static_cast<std::size_t>(i)]->thread;
+    if (t.joinable()) t.join();
+  }
+  // Workers are gone: whatever is still queued will never run.
+  auto drop = [](WorkItem* item) { item->fn(item, Disposition::drop); };
+  for (int i = 0; i < started; ++i)
+    while (WorkItem* item = slots_[static_cast<std::size_t>(i)]->queue.pop()) drop(item);
+  for (WorkItem* item = global_.take_all(); item != nullptr;) {
+    WorkItem* next = item->next;
+    drop(item);
+    item = next;
+  }
+  SchedulerCounters c = counters();
+  const std::uint64_t dropped = c.queued();
+  external_counters_.add(detail::CounterBlock::dropped, dropped);
+  stopped_ = true;
+  return dropped;
+}
+
+SchedulerCounters Scheduler::counters() const noexcept {
+  SchedulerCounters c;
+  external_counters_.add_to(c);
+  const int n = started_.load(std::memory_order_acquire);
+  for (int i = 0; i < n; ++i) slots_[static_cast<std::size_t>(i)]->counters.add_to(c);
+  c.spare_workers = spare_workers_started_.load(std::memory_order_relaxed);
+  return c;
+}
+
+int Scheduler::parked_workers() const noexcept {
+  const int unparked = static_cast<int>(unparked_of(idle_state_.load(std::memory_order_relaxed)));
+  const int parked = started_.load(std::memory_order_acquire) - unparked;
+  return parked > 0 ? parked : 0;
+}
+
+}  // namespace arbor::sched

@@ -1,0 +1,43 @@
+// ThreadBlocker: one thread parks on it, any thread can unpark it.
+//
+// A binary signal on a futex word with three states:
+//   kEmpty     no signal, owner not asleep
+//   kSleeping  the owner is (about to be) blocked in futex_wait
+//   kSignalled a wake arrived and has not been consumed
+// `wake()` only makes a system call when it replaces kSleeping, so waking a thread that has not
+// gone to sleep yet costs one atomic exchange. Only the owning thread calls `wait*`; a wake
+// that arrives before the wait is kept and consumed by it. Spurious futex returns are absorbed
+// here: `wait()` returns only after a `wake()`.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+
+#include "arbor/sync/futex.hpp"
+
+namespace arbor::sync {
+
+class ThreadBlocker {
+ public:
+  ThreadBlocker() = default;
+  ThreadBlocker(const ThreadBlocker&) = delete;
+  ThreadBlocker& operator=(const ThreadBlocker&) = delete;
+
+  /// Blocks until woken, then consumes the signal.
+  void wait() noexcept;
+  /// Blocks until woken (true, signal consumed) or until `deadline` (false, nothing consumed).
+  bool wait_until(std::chrono::steady_clock::time_point deadline) noexcept;
+  bool wait_for(std::chrono::nanoseconds timeout) noexcept {
+    return wait_until(std::chrono::steady_clock::now() + timeout);
+  }
+  /// Signals the owner. Several wakes before one wait count as one.
+  void wake() noexcept;
+
+ private:
+  static constexpr std::uint32_t kEmpty = 0;
+  static constexpr std::uint32_t kSleeping = 1;
+  static constexpr std::uint32_t kSignalled = 2;
+  FutexWord state_{kEmpty};
+};
+
+}  // namespace arbor::sync

@@ -1,0 +1,72 @@
+#include "arbor/sync/spin.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <stdexcept>
+#include <string>
+#include <thread>
+
+#if defined(__linux__)
+#include <sched.h>
+#endif
+
+namespace arbor::sync {
+
+unsigned available_cpus() noexcept {
+#if defined(__linux__)
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) == 0) {
+    int n = CPU_COUNT(&set);
+    if (n > 0) return static_cast<unsigned>(n);
+  }
+#endif
+  unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : n;
+}
+
+std::optional<SpinConfig> SpinConfig::parse(std::string_view text) noexcept {
+  if (text == "adaptive") return SpinConfig{};
+  if (text == "none") return SpinConfig{Mode::none, {}};
+  std::int64_t ns = 0;
+  auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), ns);
+  if (ec != std::errc{} || end != text.data() + text.size() || ns < 0 || text.empty())
+    return std::nullopt;
+  return SpinConfig{Mode::fixed, std::chrono::nanoseconds(ns)};
+}
+
+SpinConfig SpinConfig::from_env() {
+  const char* value = std::getenv("ARBOR_SPIN");
+  if (value == nullptr || *value == '\0') return SpinConfig{};
+  if (auto config = parse(value)) return *config;
+  throw std::invalid_argument(std::string("ARBOR_SPIN must be 'adaptive', 'none' or a budget in "
+                                          "nanoseconds, got '") +
+                              value + "'");
+}
+
+AdaptiveSpinner::AdaptiveSpinner(SpinConfig config) noexcept : config_(config) {}
+
+std::chrono::nanoseconds AdaptiveSpinner::budget(unsigned busy_threads,
+                                                 unsigned cpus) const noexcept {
+  switch (config_.mode) {
+    case SpinConfig::Mode::none:
+      return std::chrono::nanoseconds::zero();
+    case SpinConfig::Mode::fixed:
+      return config_.fixed_budget;
+    case SpinConfig::Mode::adaptive:
+      break;
+  }
+  // Spinning without a core of our own only delays the thread that holds it.
+  if (busy_threads >= cpus) return std::chrono::nanoseconds::zero();
+  return adaptive_budget_;
+}
+
+void AdaptiveSpinner::record(bool found_work) noexcept {
+  if (found_work) {
+    adaptive_budget_ = adaptive_budget_ * 2 > kMaxBudget ? kMaxBudget : adaptive_budget_ * 2;
+  } else {
+    adaptive_budget_ = adaptive_budget_ / 2 < kMinBudget ? kMinBudget : adaptive_budget_ / 2;
+  }
+}
+
+}  // namespace arbor::sync

@@ -1,0 +1,184 @@
+#include "arbor/sync/lifo_semaphore.hpp"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <vector>
+
+namespace arbor::sync {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Waits (yielding, bounded) until the semaphore shows `waiters` parked threads.
+void await_waiters(const LifoSemaphore& sem, unsigned waiters) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (sem.counts().waiters != waiters) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "waiters never reached " << waiters;
+    std::this_thread::yield();
+  }
+}
+
+TEST(LifoSemaphore, InitialSignalsAreTakenWithoutBlocking) {
+  LifoSemaphore sem(2);
+  EXPECT_TRUE(sem.try_wait());
+  EXPECT_TRUE(sem.wait());
+  EXPECT_FALSE(sem.try_wait());
+  EXPECT_EQ(sem.counts().signals, 0u);
+}
+
+TEST(LifoSemaphore, TimedWaitTimesOutAndDeregisters) {
+  LifoSemaphore sem;
+  auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(sem.wait(2ms));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 2ms);
+  auto c = sem.counts();
+  EXPECT_EQ(c.waiters, 0);
+  EXPECT_EQ(c.signaled_to_wake, 0);
+  sem.release(1);  // must not be swallowed by the departed waiter
+  EXPECT_TRUE(sem.try_wait());
+}
+
+TEST(LifoSemaphore, ReleaseWakesAParkedWaiter) {
+  LifoSemaphore sem;
+  int payload = 0;
+  std::thread waiter([&] {
+    ASSERT_TRUE(sem.wait());
+    EXPECT_EQ(payload, 7);  // release() publishes what came before it
+  });
+  await_waiters(sem, 1);
+  payload = 7;
+  sem.release(1);
+  waiter.join();
+  EXPECT_EQ(sem.counts().waiters, 0);
+}
+
+TEST(LifoSemaphore, WakesTheMostRecentlyParkedFirst) {
+  LifoSemaphore sem;
+  constexpr int kThreads = 4;
+  std::mutex mutex;
+  std::vector<int> woken;
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      ASSERT_TRUE(sem.wait());
+      std::lock_guard lock(mutex);
+      woken.push_back(i);
+    });
+    await_waiters(sem, static_cast<unsigned>(i + 1));  // park them in a known order
+  }
+  for (int i = 0; i < kThreads; ++i) {
+    sem.release(1);
+    // Wait for that wake to land before the next release, so the order is observable.
+    auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (;;) {
+      {
+        std::lock_guard lock(mutex);
+        if (woken.size() == static_cast<std::size_t>(i + 1)) break;
+      }
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+      std::this_thread::yield();
+    }
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(woken, (std::vector<int>{3, 2, 1, 0}));
+}
+
+TEST(LifoSemaphore, ReleaseManyWakesThatMany) {
+  LifoSemaphore sem;
+  std::atomic<int> done{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 5; ++i) threads.emplace_back([&] {
+    ASSERT_TRUE(sem.wait());
+    done.fetch_add(1);
+  });
+  await_waiters(sem, 5);
+  sem.release(3);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (done.load() < 3) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(sem.counts().waiters, 2);
+  sem.release(2);
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(done.load(), 5);
+  EXPECT_EQ(sem.counts().signals, 0u);
+}
+
+TEST(LifoSemaphore, SpinnerTakesASignalWithoutParking) {
+  LifoSemaphore sem;
+  std::atomic<bool> got{false};
+  std::thread t([&] { got = sem.wait(std::nullopt, 1u << 30); });
+  // The spinner registers as such; a release with only a spinner present wakes nobody and
+  // leaves the signal for it.
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (sem.counts().spinners == 0 && !got.load()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline);
+    std::this_thread::yield();
+  }
+  sem.release(1);
+  t.join();
+  EXPECT_TRUE(got.load());
+  auto c = sem.counts();
+  EXPECT_EQ(c.spinners, 0);
+  EXPECT_EQ(c.waiters, 0);
+  EXPECT_EQ(c.signals, 0u);
+}
+
+// 10^5 signals released in random chunks against consumers that mix untimed waits, spinning
+// waits and short timed waits. Every signal must be consumed exactly once and nobody may stay
+// asleep while a signal is available: a lost wakeup hangs the test (ctest timeout).
+TEST(LifoSemaphore, NoLostWakeupsUnderRandomInterleavings) {
+  LifoSemaphore sem;
+  constexpr std::uint64_t kSignals = 100'000;
+  constexpr int kConsumers = 4;
+  std::atomic<std::uint64_t> consumed{0};
+  std::atomic<bool> done{false};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < kConsumers; ++c) {
+    consumers.emplace_back([&, c] {
+      std::minstd_rand rng(static_cast<unsigned>(c + 1));
+      for (;;) {
+        bool got = false;
+        switch (rng() % 4) {
+          case 0: got = sem.wait(); break;
+          case 1: got = sem.wait(std::nullopt, 50); break;
+          case 2: got = sem.wait(std::chrono::microseconds(rng() % 40)); break;
+          default: got = sem.try_wait(); break;
+        }
+        if (!got) continue;
+        if (done.load(std::memory_order_acquire)) return;  // an exit signal
+        consumed.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::minstd_rand rng(99);
+  for (std::uint64_t released = 0; released < kSignals;) {
+    auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(1 + rng() % 3, kSignals - released));
+    sem.release(n);
+    released += n;
+    if (rng() % 8 == 0) std::this_thread::yield();
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (consumed.load() < kSignals) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "consumed " << consumed.load() << " of " << kSignals << ": a wakeup was lost";
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(consumed.load(), kSignals);
+  done.store(true, std::memory_order_release);
+  sem.release(kConsumers);
+  for (auto& t : consumers) t.join();
+  EXPECT_EQ(consumed.load(), kSignals) << "a signal was counted twice";
+  auto c = sem.counts();
+  EXPECT_EQ(c.waiters, 0);
+  EXPECT_EQ(c.spinners, 0);
+  EXPECT_EQ(c.signaled_to_wake, 0);
+}
+
+}  // namespace
+}  // namespace arbor::sync

@@ -1,0 +1,99 @@
+#include "arbor/sync/spin.hpp"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+namespace arbor::sync {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(Backoff, AttemptZeroSpinsZero) {
+  EXPECT_EQ(Backoff::spins(0, 0), 0u);
+  EXPECT_EQ(Backoff::spins(0, 0xffffffffu), 0u);
+}
+
+TEST(Backoff, WalksEveryAttemptWithinBounds) {
+  // Runs under UBSan too: a shift by >= 32 at any attempt would be reported there.
+  for (std::uint32_t attempt = 0; attempt <= 64; ++attempt) {
+    for (std::uint32_t random : {0u, 1u, 0x5555u, 0xffffffffu}) {
+      std::uint32_t spins = Backoff::spins(attempt, random);
+      if (attempt == 0) {
+        EXPECT_EQ(spins, 0u);
+        continue;
+      }
+      std::uint32_t exponent = std::min(attempt, Backoff::kMaxExponent);
+      EXPECT_GE(spins, 1u << (exponent - 1)) << attempt;
+      EXPECT_LT(spins, 1u << exponent) << attempt;
+    }
+  }
+}
+
+TEST(Backoff, GrowsWithTheAttempt) {
+  EXPECT_LT(Backoff::spins(1, 0), Backoff::spins(2, 0));
+  EXPECT_LT(Backoff::spins(5, 0), Backoff::spins(9, 0));
+  EXPECT_EQ(Backoff::spins(64, 0), Backoff::spins(Backoff::kMaxExponent, 0));
+}
+
+TEST(SpinConfig, Parses) {
+  EXPECT_EQ(SpinConfig::parse("adaptive")->mode, SpinConfig::Mode::adaptive);
+  EXPECT_EQ(SpinConfig::parse("none")->mode, SpinConfig::Mode::none);
+  auto fixed = SpinConfig::parse("2500");
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->mode, SpinConfig::Mode::fixed);
+  EXPECT_EQ(fixed->fixed_budget, 2500ns);
+  for (const char* bad : {"", "fast", "-1", "12us", "1e3", " 5"})
+    EXPECT_FALSE(SpinConfig::parse(bad)) << bad;
+}
+
+TEST(SpinConfig, BadEnvironmentIsAClearError) {
+  ::setenv("ARBOR_SPIN", "sometimes", 1);
+  try {
+    (void)SpinConfig::from_env();
+    ADD_FAILURE() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("ARBOR_SPIN"), std::string::npos);
+  }
+  ::setenv("ARBOR_SPIN", "none", 1);
+  EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::none);
+  ::unsetenv("ARBOR_SPIN");
+  EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::adaptive);
+}
+
+TEST(AdaptiveSpinner, GivesTheCoreBackWhenNothingIsFound) {
+  AdaptiveSpinner s;
+  for (int i = 0; i < 20; ++i) s.record(false);
+  EXPECT_EQ(s.budget(0, 4), AdaptiveSpinner::kMinBudget);
+}
+
+TEST(AdaptiveSpinner, SpinsLongerWhileSpinsPayOff) {
+  AdaptiveSpinner s;
+  auto before = s.budget(0, 4);
+  s.record(true);
+  EXPECT_GT(s.budget(0, 4), before);
+  for (int i = 0; i < 20; ++i) s.record(true);
+  EXPECT_EQ(s.budget(0, 4), AdaptiveSpinner::kMaxBudget);
+}
+
+TEST(AdaptiveSpinner, DoesNotSpinWithoutACoreOfItsOwn) {
+  AdaptiveSpinner s;
+  for (int i = 0; i < 20; ++i) s.record(true);
+  EXPECT_GT(s.budget(1, 2), 0ns);
+  EXPECT_EQ(s.budget(2, 2), 0ns);
+  EXPECT_EQ(s.budget(5, 2), 0ns);
+}
+
+TEST(AdaptiveSpinner, FixedModesIgnoreFeedback) {
+  AdaptiveSpinner none(SpinConfig{SpinConfig::Mode::none, {}});
+  none.record(true);
+  EXPECT_EQ(none.budget(0, 8), 0ns);
+  AdaptiveSpinner fixed(SpinConfig{SpinConfig::Mode::fixed, 7us});
+  fixed.record(false);
+  EXPECT_EQ(fixed.budget(0, 8), 7us);
+}
+
+TEST(AvailableCpus, AtLeastOne) { EXPECT_GE(available_cpus(), 1u); }
+
+}  // namespace
+}  // namespace arbor::sync
