@@ -62,6 +62,9 @@ class Scheduler {
   /// still queued. Returns how many items were dropped. Idempotent.
   std::uint64_t stop() noexcept;
 
+  /// True once stop() has begun.
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
   /// Summed counters (racy while running, exact after stop()).
   SchedulerCounters counters() const noexcept;
   /// Number of workers (without spares).

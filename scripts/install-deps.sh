@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian/Ubuntu packages arbor needs to build, test and benchmark, if missing.
+# Idempotent: when everything is present it only checks and exits. Uses apt-get as root, or
+# through sudo otherwise.
+set -euo pipefail
+
+packages=(
+  g++ cmake ninja-build ccache make     # toolchain
+  clang                                 # the second supported compiler
+  libgtest-dev                          # tests
+  libboost-dev                          # Boost.Asio baselines in perf/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "install-deps: installing ${missing[*]}"
+sudo=()
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root or sudo to install ${missing[*]}" >&2; exit 1; }
+  sudo=(sudo)
+fi
+export DEBIAN_FRONTEND=noninteractive
+"${sudo[@]}" apt-get update -qq
+"${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}"
