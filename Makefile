@@ -13,7 +13,9 @@ release: deps
 test: release
 	ctest --preset release
 
-%-test: deps
+# Other presets: debug, tsan, asan (ASan + UBSan), fallback (mutex futex), clang.
+PRESETS := debug tsan asan fallback clang
+$(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --preset $* >/dev/null
 	cmake --build --preset $*
 	ctest --preset $*

@@ -37,6 +37,7 @@ TEST(BlockingRegion, QueuedWorkRunsWhileEveryWorkerBlocks) {
   EXPECT_TRUE(done.wait()) << done.left() << " items stalled behind blocked workers";
   EXPECT_GE(s.counters().spare_workers, 1u);
   gate.count_down();
+  s.stop();  // the blockers are still returning; they must finish before their items die
 }
 
 TEST(BlockingRegion, HandsTheLocalQueueToOthers) {
@@ -56,6 +57,7 @@ TEST(BlockingRegion, HandsTheLocalQueueToOthers) {
   });
   s.submit(parent);
   ASSERT_TRUE(parent_done.wait());
+  s.stop();
   EXPECT_TRUE(children_ran_while_blocked);
 }
 
