@@ -3,6 +3,7 @@
 // The three steps are intrusive work items allocated once, so the measured loop allocates
 // nothing: client -> (global) server -> (global) reply -> (prefer local) client.
 #include <cstdio>
+#include <cstdlib>
 
 #include "arbor/sched/scheduler.hpp"
 #include "arbor/sync/thread_blocker.hpp"
@@ -36,7 +37,7 @@ struct RoundTrip {
     auto* rt = static_cast<Step*>(self)->owner;
     if (d == Disposition::drop) return rt->finished.wake();
     Scheduler::current()->submit(rt->reply, /*prefer_local=*/false);
-    if (rt->config.housekeeping) roundtrip::spin_wait(roundtrip::kHousekeepingSpins);
+    if (rt->config.housekeeping) roundtrip::spin_wait(rt->config.tail);
   }};
   // The reply delivery: complete the request; the continuation runs asynchronously.
   Step reply{this, [](WorkItem* self, Disposition d) noexcept {
@@ -57,5 +58,12 @@ int main(int argc, char** argv) {
   scheduler.submit(rt.server);  // the first request comes from main; the rest from the pool
   rt.finished.wait();
   rt.client.report();
+  if (std::getenv("ARBOR_COUNTERS") != nullptr) {
+    auto c = scheduler.counters();
+    std::fprintf(stderr, "arbor counters: run %llu parks %llu wakes %llu steals %llu spins %llu (found work %llu)\n",
+                 (unsigned long long)c.run, (unsigned long long)c.parks, (unsigned long long)c.wakes,
+                 (unsigned long long)c.steals, (unsigned long long)c.spins,
+                 (unsigned long long)c.spins_found_work);
+  }
   return 0;
 }

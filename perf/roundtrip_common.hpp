@@ -8,6 +8,8 @@
 //     WARMUP    untimed round trips first (default 20,000; the chunked mode has none)
 //     REQUESTS  timed round trips (default 200,000; 50,000 for spaced)
 //     --chunked run for 10 s printing the per-request average of every 20,000 requests
+//     --tail N  housekeeping pause iterations (default 200)
+//     --pause-ns  print the measured cost of one pause iteration and exit
 //
 // One round trip: the client (running on the pool) queues the server item to the global
 // queue; the server item queues the reply item to the global queue and then, in housekeeping
@@ -54,6 +56,7 @@ struct Config {
   std::int64_t requests = 200'000;
   bool chunked = false;
   int threads = 0;  // 0: the CPUs available
+  int tail = kHousekeepingSpins;  // pause iterations of housekeeping
   const char* label = "reply, then exit        ";
 };
 
@@ -67,10 +70,18 @@ inline std::string thousands(std::int64_t v) {
   return v < 0 ? "-" + out : out;
 }
 
+/// Measured cost of one pause iteration, to put the housekeeping tail in nanoseconds.
+inline double pause_ns() {
+  constexpr int kPauses = 2'000'000;
+  const auto start = Clock::now();
+  spin_wait(kPauses);
+  return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kPauses;
+}
+
 [[noreturn]] inline void usage(const char* program, const char* problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s exit|housekeeping|spaced [WARMUP] [REQUESTS] [--chunked] "
-               "[--threads N]\n",
+               "[--threads N] [--tail N]\n",
                program, problem, program);
   std::exit(2);
 }
@@ -89,6 +100,11 @@ inline Config parse(int argc, char** argv) {
     std::string_view a = argv[i];
     if (a == "--chunked") {
       c.chunked = true;
+    } else if (a == "--pause-ns") {
+      std::printf("%.1f\n", pause_ns());
+      std::exit(0);
+    } else if (a == "--tail" && i + 1 < argc) {
+      c.tail = static_cast<int>(parse_count(argv[0], argv[++i]));
     } else if (a == "--threads" && i + 1 < argc) {
       c.threads = static_cast<int>(parse_count(argv[0], argv[++i]));
       if (c.threads <= 0) usage(argv[0], "--threads must be at least 1");

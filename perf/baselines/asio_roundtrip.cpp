@@ -26,7 +26,7 @@ struct RoundTrip {
   }
   void server() {
     asio::post(pool, [this] { reply(); });
-    if (config.housekeeping) roundtrip::spin_wait(roundtrip::kHousekeepingSpins);
+    if (config.housekeeping) roundtrip::spin_wait(config.tail);
   }
   void reply() {
     asio::defer(pool, [this] { continuation(); });

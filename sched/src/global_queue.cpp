@@ -23,6 +23,7 @@ WorkItem* GlobalQueue::pop() noexcept {
   head_ = item->next;
   if (head_ == nullptr) tail_ = nullptr;
   size_.store(size_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  pops_.store(pops_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
   item->next = nullptr;
   return item;
 }
@@ -31,6 +32,7 @@ WorkItem* GlobalQueue::take_all() noexcept {
   std::lock_guard lock(mutex_);
   WorkItem* chain = head_;
   head_ = tail_ = nullptr;
+  pops_.store(pops_.load(std::memory_order_relaxed) + size(), std::memory_order_relaxed);
   size_.store(0, std::memory_order_relaxed);
   return chain;
 }

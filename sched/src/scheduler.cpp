@@ -26,6 +26,7 @@
 #include <thread>
 
 #include "arbor/sched/local_queue.hpp"
+#include "cycle_clock.hpp"
 
 namespace arbor::sched {
 namespace {
@@ -41,10 +42,38 @@ constexpr std::uint32_t kGlobalQueueInterval = 61;
 
 }  // namespace
 
+// How long recently run items kept running after they queued work, remembered per item (its
+// address: a reused item or a coroutine frame is the same "kind of work" each time it runs).
+// A tiny direct-mapped table; a collision only costs one wrong guess.
+class TailHistory {
+ public:
+  bool long_tail(const WorkItem* item, std::uint64_t threshold) const noexcept {
+    const Entry& e = entries_[slot(item)];
+    return e.item == item && e.ticks >= threshold;
+  }
+  void record(const WorkItem* item, std::uint64_t ticks) noexcept {
+    Entry& e = entries_[slot(item)];
+    e.ticks = e.item == item ? (e.ticks + ticks) / 2 : ticks;
+    e.item = item;
+  }
+
+ private:
+  struct Entry {
+    const WorkItem* item = nullptr;
+    std::uint64_t ticks = 0;
+  };
+  static std::size_t slot(const WorkItem* item) noexcept {
+    const auto p = reinterpret_cast<std::uintptr_t>(item);
+    return ((p >> 4) ^ (p >> 12)) & 31;
+  }
+  Entry entries_[32];
+};
+
 struct Scheduler::Worker {
-  Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin)
+  Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin,
+         std::size_t slots)
       : owner(s), index(i), queue(capacity), spinner(spin),
-        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))) {}
+        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))), seen_oldest(slots, -1) {}
 
   Scheduler& owner;
   const std::size_t index;
@@ -53,7 +82,18 @@ struct Scheduler::Worker {
   sync::AdaptiveSpinner spinner;
   sync::FastRandom rng;
   std::uint32_t tick = 0;
-  bool searching = false;  // mirrors this worker's share of idle_state_'s searching count
+  bool searching = false;
+  // Wake deferral (see submit()): the item being run, whether and when it first queued work,
+  // whether a wake decision was left for its end, and what recent items did after queueing.
+  WorkItem* running = nullptr;
+  bool queued_work = false;  // this item's tail is being timed
+  std::uint32_t samples = 0;
+  bool notify_deferred = false;
+  std::uint64_t queued_at = 0;
+  TailHistory tails;
+  // What this worker saw at its previous probe while searching (see take_aged_work()).
+  std::uint64_t seen_global_pops = UINT64_MAX;
+  std::vector<std::int64_t> seen_oldest;  // per victim slot  // mirrors this worker's share of idle_state_'s searching count
   std::thread thread;
 };
 
@@ -92,6 +132,7 @@ Scheduler::Scheduler(SchedulerOptions options)
       max_workers_(checked_max_workers(options, workers_)),
       spin_config_(options.spin ? *options.spin : sync::SpinConfig::from_env()),
       cpus_(sync::available_cpus()),
+      long_tail_ticks_(detail::ticks_per_microsecond()),
       idle_state_(static_cast<std::uint32_t>(workers_) * kUnparkedOne) {
   if (options.local_queue_capacity == 0 || options.local_queue_capacity > (1u << 20))
     throw std::invalid_argument(
@@ -99,7 +140,8 @@ Scheduler::Scheduler(SchedulerOptions options)
   slots_.reserve(static_cast<std::size_t>(max_workers_));
   for (int i = 0; i < max_workers_; ++i)
     slots_.push_back(std::make_unique<Worker>(*this, static_cast<std::size_t>(i),
-                                              options.local_queue_capacity, spin_config_));
+                                              options.local_queue_capacity, spin_config_,
+                                              static_cast<std::size_t>(max_workers_)));
   // Publish the slots before any thread can look at them (thieves read started_ with acquire).
   started_.store(workers_, std::memory_order_release);
   for (int i = 0; i < workers_; ++i) start_worker(static_cast<std::size_t>(i));
@@ -128,23 +170,35 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     item.fn(&item, Disposition::drop);
     return false;
   }
-  bool notify = true;
   if (on_worker) {
     w->counters.bump(detail::CounterBlock::submitted, weight);
     if (prefer_local) {
       push_local(*w, &item);
-      // The worker runs its newest local item as soon as the current one returns, so a lone
-      // local item needs nobody else; only a backlog is worth waking a thief for.
-      notify = w->queue.size_estimate() > 1;
     } else {
       global_.push(&item);
     }
-  } else {
-    external_counters_.add(detail::CounterBlock::submitted, weight);
-    global_.push(&item);
-    submitters_.fetch_sub(1, std::memory_order_release);
+    // "Queue, then return" is the common shape: this worker runs the item itself a moment
+    // later, so waking a sleeper would cost a system call for nothing. Defer the decision to
+    // the end of the running item, unless this worker's items have recently kept running long
+    // after queueing work (the reference's "reply, then housekeeping"): then the work would
+    // wait for that tail, and another worker should come now. Searchers see the item either way.
+    // Timing every item would cost two clock reads per item; one in eight is enough to learn
+    // an item's habit within a few runs.
+    if (!w->queued_work && (++w->samples & 7) == 0) {
+      w->queued_work = true;
+      w->queued_at = detail::cycle_ticks();
+    }
+    if (w->tails.long_tail(w->running, long_tail_ticks_)) {
+      notify_parked();
+    } else {
+      w->notify_deferred = true;
+    }
+    return true;
   }
-  if (notify) notify_parked();
+  external_counters_.add(detail::CounterBlock::submitted, weight);
+  global_.push(&item);
+  submitters_.fetch_sub(1, std::memory_order_release);
+  notify_parked();
   return true;
 }
 
@@ -228,14 +282,32 @@ WorkItem* Scheduler::find_work(Worker& w) noexcept {
   return steal_work(w);
 }
 
+// A searcher takes only work that has waited: the oldest item of a queue whose oldest item has
+// not moved since the searcher's previous probe. An item its owner is about to run (the usual
+// "queue, then return" hand-off) is gone by then and stays on its cache-warm core; an item
+// stuck behind a busy owner is taken one probe interval (a few hundred ns) later.
 WorkItem* Scheduler::steal_work(Worker& w) noexcept {
   const int n = started_.load(std::memory_order_acquire);
-  if (n <= 1 || !transition_to_searching(w)) return nullptr;
+  if (!transition_to_searching(w)) return nullptr;
+  if (!global_.empty()) {
+    const std::uint64_t pops = global_.pops();
+    if (pops == w.seen_global_pops) {
+      if (WorkItem* item = global_.pop()) return item;
+    }
+    w.seen_global_pops = pops;
+  }
+  if (n <= 1) return nullptr;
   const auto count = static_cast<std::uint32_t>(n);
   const std::uint32_t start = w.rng.below(count);
   for (std::uint32_t i = 0; i < count; ++i) {
-    Worker& victim = *slots_[(start + i) % count];
+    const std::uint32_t v = (start + i) % count;
+    Worker& victim = *slots_[v];
     if (&victim == &w || victim.queue.size_estimate() == 0) continue;
+    const std::int64_t oldest = victim.queue.oldest_position();
+    if (oldest != w.seen_oldest[v]) {
+      w.seen_oldest[v] = oldest;
+      continue;
+    }
     if (WorkItem* item = victim.queue.steal()) {
       w.counters.bump(detail::CounterBlock::steals);
       return item;
@@ -256,7 +328,7 @@ WorkItem* Scheduler::spin_for_work(Worker& w) noexcept {
   WorkItem* item = nullptr;
   for (std::uint32_t attempt = 0; item == nullptr; ++attempt) {
     if (stopping_.load(std::memory_order_relaxed)) break;
-    if ((item = global_.pop()) != nullptr || (item = steal_work(w)) != nullptr) break;
+    if ((item = steal_work(w)) != nullptr) break;
     // Short, jittered pauses between probes keep us off the queues' cache lines without
     // adding much latency; the clock is read only every eighth probe.
     sync::Backoff::pause(attempt < 4 ? attempt : 4, w.rng.next());
@@ -304,7 +376,19 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     if (w.searching) transition_from_searching(w);
     w.counters.bump(detail::CounterBlock::run);
+    w.running = item;
     item->fn(item, Disposition::run);
+    if (w.queued_work) {
+      // Remember how long this item ran on after queueing work (the item may be gone by now;
+      // only its address is kept, never dereferenced).
+      w.queued_work = false;
+      w.tails.record(item, detail::cycle_ticks() - w.queued_at);
+    }
+    if (w.notify_deferred) {
+      // Wake only for a surplus: this worker runs one queued item itself next.
+      w.notify_deferred = false;
+      if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
+    }
   }
   this_worker() = nullptr;
 }

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 #include "arbor/sched/work_item.hpp"
@@ -27,9 +28,13 @@ class GlobalQueue {
   /// Racy length: exact when no push or pop is in flight.
   std::size_t size() const noexcept { return size_.load(std::memory_order_relaxed); }
   bool empty() const noexcept { return size() == 0; }
+  /// Items popped so far. If it has not moved between two looks at a non-empty queue, the
+  /// oldest item waited all that time.
+  std::uint64_t pops() const noexcept { return pops_.load(std::memory_order_relaxed); }
 
  private:
   alignas(64) std::atomic<std::size_t> size_{0};
+  std::atomic<std::uint64_t> pops_{0};
   alignas(64) std::mutex mutex_;
   WorkItem* head_ = nullptr;  // guarded by mutex_
   WorkItem* tail_ = nullptr;  // guarded by mutex_

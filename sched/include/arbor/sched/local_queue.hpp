@@ -40,6 +40,9 @@ class LocalQueue {
   /// oldest first; `count` receives how many. Used on overflow.
   WorkItem* take_older_half(std::size_t& count) noexcept;
 
+  /// Position of the oldest item; it moves whenever the oldest item leaves. A thief that sees
+  /// the same position twice knows the oldest item waited in between.
+  std::int64_t oldest_position() const noexcept { return top_.load(std::memory_order_relaxed); }
   /// Racy size, for heuristics ("is there anything to steal?").
   std::size_t size_estimate() const noexcept;
   std::size_t capacity() const noexcept { return mask_ + 1; }

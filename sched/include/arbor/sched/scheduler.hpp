@@ -100,6 +100,7 @@ class Scheduler {
   const int max_workers_;  // workers_ + spares
   const sync::SpinConfig spin_config_;
   const unsigned cpus_;
+  const std::uint64_t long_tail_ticks_;  // 1 µs: items running on longer get helpers woken
 
   GlobalQueue global_;
   sync::LifoSemaphore sleepers_;
