@@ -19,7 +19,7 @@
 namespace arbor::sched {
 
 /// Default bound on the items in one tree (see docs/benchmarks.md for how it was chosen).
-inline constexpr std::size_t kDefaultMaxTree = 64;
+inline constexpr std::size_t kDefaultMaxTree = 16;
 
 /// Links nodes[0..n) into balanced trees of at most `max_tree` nodes each (left, right) and
 /// returns the roots chained through `next`, in order; `roots` receives their number.
