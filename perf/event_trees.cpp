@@ -28,7 +28,8 @@ struct Batch {
 };
 
 void handler(const Event& e, Disposition) noexcept {
-  for (int i = 0; i < 20; ++i) arbor::sync::cpu_relax();  // ~0.5 µs of "request handling"
+  for (int i = 0; i < 20; ++i)
+    arbor::sync::cpu_relax();  // ~0.5 µs of "request handling"
   auto* batch = static_cast<Batch*>(e.target);
   if (batch->left.fetch_sub(1, std::memory_order_acq_rel) == 1) batch->done.wake();
 }

@@ -26,9 +26,10 @@ std::atomic<int> left{0};
 arbor::sync::ThreadBlocker done;
 
 struct Item : WorkItem {
-  Item() : WorkItem([](WorkItem*, Disposition) noexcept {
-    if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done.wake();
-  }) {}
+  Item()
+      : WorkItem([](WorkItem*, Disposition) noexcept {
+          if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done.wake();
+        }) {}
 };
 
 double cpu_seconds() {
@@ -50,7 +51,8 @@ int main(int argc, char** argv) {
   constexpr int kItems = 100'000;
   auto items = std::make_unique<Item[]>(kItems);
   left = kItems;
-  for (int i = 0; i < kItems; ++i) scheduler.submit(items[i]);
+  for (int i = 0; i < kItems; ++i)
+    scheduler.submit(items[i]);
   done.wait();
 
   const auto burst_end = std::chrono::steady_clock::now();
@@ -69,7 +71,9 @@ int main(int argc, char** argv) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const double cpu_pct = 100.0 * (cpu_seconds() - cpu_before) / wall;
 
-  std::printf("arbor | idle | %d workers | all parked %s %.2f ms after the burst | idle CPU %.3f %% of a core over %.1f s\n",
-              scheduler.workers(), all_parked ? "within" : "NOT within", park_ms, cpu_pct, wall);
+  std::printf(
+      "arbor | idle | %d workers | all parked %s %.2f ms after the burst | idle CPU %.3f %% of a "
+      "core over %.1f s\n",
+      scheduler.workers(), all_parked ? "within" : "NOT within", park_ms, cpu_pct, wall);
   return 0;
 }

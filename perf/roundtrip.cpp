@@ -28,23 +28,24 @@ struct RoundTrip {
   };
   // The client's continuation: record the reply, then send the next request.
   Step continuation{this, [](WorkItem* self, Disposition d) noexcept {
-    auto* rt = static_cast<Step*>(self)->owner;
-    if (d == Disposition::drop || !rt->client.on_reply()) return rt->finished.wake();
-    Scheduler::current()->submit(rt->server, /*prefer_local=*/false);
-  }};
+                      auto* rt = static_cast<Step*>(self)->owner;
+                      if (d == Disposition::drop || !rt->client.on_reply())
+                        return rt->finished.wake();
+                      Scheduler::current()->submit(rt->server, /*prefer_local=*/false);
+                    }};
   // The server: queue the reply delivery, then (maybe) keep running a little.
   Step server{this, [](WorkItem* self, Disposition d) noexcept {
-    auto* rt = static_cast<Step*>(self)->owner;
-    if (d == Disposition::drop) return rt->finished.wake();
-    Scheduler::current()->submit(rt->reply, /*prefer_local=*/false);
-    if (rt->config.housekeeping) roundtrip::spin_wait(rt->config.tail);
-  }};
+                auto* rt = static_cast<Step*>(self)->owner;
+                if (d == Disposition::drop) return rt->finished.wake();
+                Scheduler::current()->submit(rt->reply, /*prefer_local=*/false);
+                if (rt->config.housekeeping) roundtrip::spin_wait(rt->config.tail);
+              }};
   // The reply delivery: complete the request; the continuation runs asynchronously.
   Step reply{this, [](WorkItem* self, Disposition d) noexcept {
-    auto* rt = static_cast<Step*>(self)->owner;
-    if (d == Disposition::drop) return rt->finished.wake();
-    Scheduler::current()->submit(rt->continuation, /*prefer_local=*/true);
-  }};
+               auto* rt = static_cast<Step*>(self)->owner;
+               if (d == Disposition::drop) return rt->finished.wake();
+               Scheduler::current()->submit(rt->continuation, /*prefer_local=*/true);
+             }};
 };
 
 }  // namespace
@@ -60,10 +61,12 @@ int main(int argc, char** argv) {
   rt.client.report();
   if (std::getenv("ARBOR_COUNTERS") != nullptr) {
     auto c = scheduler.counters();
-    std::fprintf(stderr, "arbor counters: run %llu parks %llu wakes %llu steals %llu spins %llu (found work %llu)\n",
-                 (unsigned long long)c.run, (unsigned long long)c.parks, (unsigned long long)c.wakes,
-                 (unsigned long long)c.steals, (unsigned long long)c.spins,
-                 (unsigned long long)c.spins_found_work);
+    std::fprintf(
+        stderr,
+        "arbor counters: run %llu parks %llu wakes %llu steals %llu spins %llu (found work %llu)\n",
+        (unsigned long long)c.run, (unsigned long long)c.parks, (unsigned long long)c.wakes,
+        (unsigned long long)c.steals, (unsigned long long)c.spins,
+        (unsigned long long)c.spins_found_work);
   }
   return 0;
 }

@@ -55,7 +55,7 @@ struct Config {
   std::int64_t warmup = 20'000;
   std::int64_t requests = 200'000;
   bool chunked = false;
-  int threads = 0;  // 0: the CPUs available
+  int threads = 0;                // 0: the CPUs available
   int tail = kHousekeepingSpins;  // pause iterations of housekeeping
   const char* label = "reply, then exit        ";
 };
@@ -144,7 +144,8 @@ inline Config parse(int argc, char** argv) {
 /// pool's queues (which order the accesses).
 class Client {
  public:
-  explicit Client(const Config& c) : config_(c), chunk_start_(Clock::now()), run_start_(chunk_start_) {}
+  explicit Client(const Config& c)
+      : config_(c), chunk_start_(Clock::now()), run_start_(chunk_start_) {}
 
   /// Called by the continuation; returns false when the run is over.
   bool on_reply() {
@@ -155,8 +156,8 @@ class Client {
       if (config_.chunked && timed_ % kChunk == 0) {
         const double ns = std::chrono::duration<double, std::nano>(ticks_ - chunk_ticks_).count();
         const double at = std::chrono::duration<double>(now - run_start_).count();
-        std::printf("%s | %s | chunk %5s | at %5.2f s | %5.0f ns/request\n", runtime_, config_.label,
-                    thousands(timed_ / kChunk).c_str(), at, ns / kChunk);
+        std::printf("%s | %s | chunk %5s | at %5.2f s | %5.0f ns/request\n", runtime_,
+                    config_.label, thousands(timed_ / kChunk).c_str(), at, ns / kChunk);
         chunk_ticks_ = ticks_;
         if (now - run_start_ >= kChunkedDuration) return false;
       }
@@ -169,7 +170,10 @@ class Client {
   }
 
   /// Called once before the first request.
-  void start() { t0_ = Clock::now(); run_start_ = t0_; }
+  void start() {
+    t0_ = Clock::now();
+    run_start_ = t0_;
+  }
 
   void report() const {
     const char* runtime = runtime_;
@@ -180,7 +184,8 @@ class Client {
                   thousands(timed_).c_str());
     } else {
       std::printf("%s | %s | warmup %7s | %5.0f ns/request\n", runtime, config_.label,
-                  thousands(config_.warmup).c_str(), timed_ > 0 ? ns / static_cast<double>(timed_) : 0.0);
+                  thousands(config_.warmup).c_str(),
+                  timed_ > 0 ? ns / static_cast<double>(timed_) : 0.0);
     }
   }
   void set_runtime(const char* runtime) { runtime_ = runtime; }

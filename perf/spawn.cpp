@@ -43,14 +43,16 @@ int main(int argc, char** argv) {
   const spawn_bench::Config c = spawn_bench::parse(argc, argv);
   auto items = std::make_unique<Item[]>(static_cast<std::size_t>(c.items));
   Shared shared{{c.items}, {}, items.get(), c.items, c.inside};
-  for (std::int64_t i = 0; i < c.items; ++i) items[i].shared = &shared;
+  for (std::int64_t i = 0; i < c.items; ++i)
+    items[i].shared = &shared;
   Scheduler scheduler(arbor::sched::SchedulerOptions{.workers = c.threads});
 
   const auto start = std::chrono::steady_clock::now();
   if (c.inside) {
     scheduler.submit(items[0]);
   } else {
-    for (std::int64_t i = 0; i < c.items; ++i) scheduler.submit(items[i]);
+    for (std::int64_t i = 0; i < c.items; ++i)
+      scheduler.submit(items[i]);
   }
   shared.done.wait();
   spawn_bench::report("arbor", c, std::chrono::steady_clock::now() - start);

@@ -36,7 +36,8 @@ int main(int argc, char** argv) {
   if (c.inside) {
     asio::post(pool, [&shared] { run(shared, 0); });
   } else {
-    for (std::int64_t i = 0; i < c.items; ++i) asio::post(pool, [&shared, i] { run(shared, i); });
+    for (std::int64_t i = 0; i < c.items; ++i)
+      asio::post(pool, [&shared, i] { run(shared, i); });
   }
   done.wait();
   spawn_bench::report("asio ", c, std::chrono::steady_clock::now() - start);

@@ -19,8 +19,7 @@ inline std::uint64_t cycle_ticks() noexcept {
 #if defined(__x86_64__) || defined(_M_X64)
   return __rdtsc();
 #else
-  return static_cast<std::uint64_t>(
-      std::chrono::steady_clock::now().time_since_epoch().count());
+  return static_cast<std::uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count());
 #endif
 }
 
@@ -31,7 +30,8 @@ inline std::uint64_t ticks_per_microsecond() noexcept {
     const auto t0 = std::chrono::steady_clock::now();
     const std::uint64_t c0 = cycle_ticks();
     auto t1 = t0;
-    while (t1 - t0 < std::chrono::microseconds(200)) t1 = std::chrono::steady_clock::now();
+    while (t1 - t0 < std::chrono::microseconds(200))
+      t1 = std::chrono::steady_clock::now();
     const std::uint64_t c1 = cycle_ticks();
     const auto us = std::chrono::duration_cast<std::chrono::microseconds>(t1 - t0).count();
     const std::uint64_t per_us = (c1 - c0) / static_cast<std::uint64_t>(us > 0 ? us : 1);

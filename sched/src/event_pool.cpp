@@ -34,7 +34,8 @@ void EventPool::acquire(EventItem** out, std::size_t n) {
     out[got] = new EventItem();
     allocated_.fetch_add(1, std::memory_order_relaxed);
   }
-  for (std::size_t i = 0; i < n; ++i) out[i]->pool = this;
+  for (std::size_t i = 0; i < n; ++i)
+    out[i]->pool = this;
 }
 
 void EventPool::release(EventItem* item) noexcept {

@@ -57,8 +57,8 @@ EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tr
 
 EventItem::EventItem() noexcept : WorkItem(&run_event_item) {}
 
-std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool,
-                               std::span<const Event> events, std::size_t max_tree) {
+std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<const Event> events,
+                               std::size_t max_tree) {
   if (events.empty()) return 0;
   if (max_tree == 0) max_tree = kDefaultMaxTree;
   // Engines harvest a bounded number of completions per wait, so a small stack buffer covers
@@ -69,11 +69,13 @@ std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool,
   for (std::size_t base = 0; base < events.size(); base += kChunk) {
     const std::size_t n = std::min(kChunk, events.size() - base);
     pool.acquire(nodes.data(), n);
-    for (std::size_t i = 0; i < n; ++i) nodes[i]->event = events[base + i];
+    for (std::size_t i = 0; i < n; ++i)
+      nodes[i]->event = events[base + i];
     std::size_t roots = 0;
     EventItem* first = pack_event_trees(nodes.data(), n, max_tree, roots);
     WorkItem* last = first;
-    while (last->next != nullptr) last = last->next;
+    while (last->next != nullptr)
+      last = last->next;
     scheduler.submit_batch(first, last, roots, n);
     trees += roots;
   }

@@ -5,7 +5,8 @@
 namespace arbor::sched {
 
 LocalQueue::LocalQueue(std::size_t capacity)
-    : slots_(std::make_unique<std::atomic<WorkItem*>[]>(std::bit_ceil(capacity < 2 ? 2 : capacity))),
+    : slots_(
+          std::make_unique<std::atomic<WorkItem*>[]>(std::bit_ceil(capacity < 2 ? 2 : capacity))),
       mask_(std::bit_ceil(capacity < 2 ? 2 : capacity) - 1) {}
 
 bool LocalQueue::push(WorkItem* item) noexcept {
@@ -41,8 +42,7 @@ WorkItem* LocalQueue::steal() noexcept {
   std::int64_t b = bottom_.load(std::memory_order_seq_cst);
   if (t >= b) return nullptr;
   WorkItem* item = slots_[static_cast<std::size_t>(t) & mask_].load(std::memory_order_relaxed);
-  if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst,
-                                    std::memory_order_relaxed))
+  if (!top_.compare_exchange_strong(t, t + 1, std::memory_order_seq_cst, std::memory_order_relaxed))
     return nullptr;
   return item;
 }

@@ -33,8 +33,12 @@ namespace {
 
 constexpr std::uint32_t kSearchingOne = 1;
 constexpr std::uint32_t kUnparkedOne = 1u << 16;
-constexpr std::uint32_t searching_of(std::uint32_t s) noexcept { return s & 0xffffu; }
-constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept { return s >> 16; }
+constexpr std::uint32_t searching_of(std::uint32_t s) noexcept {
+  return s & 0xffffu;
+}
+constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept {
+  return s >> 16;
+}
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -72,8 +76,12 @@ class TailHistory {
 struct Scheduler::Worker {
   Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin,
          std::size_t slots)
-      : owner(s), index(i), queue(capacity), spinner(spin),
-        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))), seen_oldest(slots, -1) {}
+      : owner(s),
+        index(i),
+        queue(capacity),
+        spinner(spin),
+        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))),
+        seen_oldest(slots, -1) {}
 
   Scheduler& owner;
   const std::size_t index;
@@ -93,7 +101,8 @@ struct Scheduler::Worker {
   TailHistory tails;
   // What this worker saw at its previous probe while searching (see take_aged_work()).
   std::uint64_t seen_global_pops = UINT64_MAX;
-  std::vector<std::int64_t> seen_oldest;  // per victim slot  // mirrors this worker's share of idle_state_'s searching count
+  std::vector<std::int64_t> seen_oldest;  // per victim slot  // mirrors this worker's share of
+                                          // idle_state_'s searching count
   std::thread thread;
 };
 
@@ -144,10 +153,13 @@ Scheduler::Scheduler(SchedulerOptions options)
                                               static_cast<std::size_t>(max_workers_)));
   // Publish the slots before any thread can look at them (thieves read started_ with acquire).
   started_.store(workers_, std::memory_order_release);
-  for (int i = 0; i < workers_; ++i) start_worker(static_cast<std::size_t>(i));
+  for (int i = 0; i < workers_; ++i)
+    start_worker(static_cast<std::size_t>(i));
 }
 
-Scheduler::~Scheduler() { stop(); }
+Scheduler::~Scheduler() {
+  stop();
+}
 
 void Scheduler::start_worker(std::size_t index) {
   Worker& w = *slots_[index];
@@ -230,7 +242,8 @@ void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
   WorkItem* first = w.queue.take_older_half(count);
   if (first != nullptr) {
     WorkItem* last = first;
-    while (last->next != nullptr) last = last->next;
+    while (last->next != nullptr)
+      last = last->next;
     global_.push_batch(first, last, count);
   }
   if (!w.queue.push(item)) global_.push(item);  // capacity 1 corner: nothing to move
@@ -319,7 +332,8 @@ WorkItem* Scheduler::steal_work(Worker& w) noexcept {
 WorkItem* Scheduler::spin_for_work(Worker& w) noexcept {
   if (!transition_to_searching(w)) return nullptr;  // enough others are already looking
   const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-  const int others = static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) - 1;
+  const int others =
+      static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) - 1;
   const auto budget = w.spinner.budget(others > 0 ? static_cast<unsigned>(others) : 0u, cpus_);
   if (budget <= std::chrono::nanoseconds::zero()) return nullptr;
 
@@ -412,7 +426,9 @@ void Scheduler::enter_blocking() noexcept {
   if (!notify_parked()) start_spare_if_needed();
 }
 
-void Scheduler::leave_blocking() noexcept { blocked_.fetch_sub(1, std::memory_order_seq_cst); }
+void Scheduler::leave_blocking() noexcept {
+  blocked_.fetch_sub(1, std::memory_order_seq_cst);
+}
 
 void Scheduler::start_spare_if_needed() noexcept {
   std::lock_guard lock(lifecycle_mutex_);
@@ -449,7 +465,8 @@ std::uint64_t Scheduler::stop() noexcept {
   stopping_.store(true, std::memory_order_seq_cst);
   // Let submits that passed the stopping_ check finish queueing, so nothing lands after the
   // drain below. They are a few instructions long.
-  while (submitters_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  while (submitters_.load(std::memory_order_acquire) != 0)
+    std::this_thread::yield();
   const int started = started_.load(std::memory_order_acquire);
   sleepers_.release(static_cast<std::uint32_t>(started));
   for (int i = 0; i < started; ++i) {
@@ -459,7 +476,8 @@ std::uint64_t Scheduler::stop() noexcept {
   // Workers are gone: whatever is still queued will never run.
   auto drop = [](WorkItem* item) { item->fn(item, Disposition::drop); };
   for (int i = 0; i < started; ++i)
-    while (WorkItem* item = slots_[static_cast<std::size_t>(i)]->queue.pop()) drop(item);
+    while (WorkItem* item = slots_[static_cast<std::size_t>(i)]->queue.pop())
+      drop(item);
   for (WorkItem* item = global_.take_all(); item != nullptr;) {
     WorkItem* next = item->next;
     drop(item);
@@ -476,7 +494,8 @@ SchedulerCounters Scheduler::counters() const noexcept {
   SchedulerCounters c;
   external_counters_.add_to(c);
   const int n = started_.load(std::memory_order_acquire);
-  for (int i = 0; i < n; ++i) slots_[static_cast<std::size_t>(i)]->counters.add_to(c);
+  for (int i = 0; i < n; ++i)
+    slots_[static_cast<std::size_t>(i)]->counters.add_to(c);
   c.spare_workers = spare_workers_started_.load(std::memory_order_relaxed);
   return c;
 }

@@ -10,8 +10,8 @@ extern "C" int __ulock_wake(std::uint32_t operation, void* addr, std::uint64_t w
 
 namespace arbor::sync {
 namespace {
-constexpr std::uint32_t kCompareAndWait = 1;  // UL_COMPARE_AND_WAIT
-constexpr std::uint32_t kWakeAll = 0x100;     // ULF_WAKE_ALL
+constexpr std::uint32_t kCompareAndWait = 1;   // UL_COMPARE_AND_WAIT
+constexpr std::uint32_t kWakeAll = 0x100;      // ULF_WAKE_ALL
 constexpr std::uint32_t kNoErrno = 0x1000000;  // ULF_NO_ERRNO
 }  // namespace
 
@@ -34,6 +34,8 @@ void futex_wake_all(FutexWord& word) noexcept {
   __ulock_wake(kCompareAndWait | kWakeAll | kNoErrno, &word, 0);
 }
 
-const char* futex_backend() noexcept { return "ulock"; }
+const char* futex_backend() noexcept {
+  return "ulock";
+}
 
 }  // namespace arbor::sync

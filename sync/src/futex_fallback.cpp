@@ -45,7 +45,9 @@ bool futex_wait(FutexWord& word, std::uint32_t expected,
   return b.cv.wait_for(lock, *timeout) == std::cv_status::no_timeout;
 }
 
-void futex_wake_one(FutexWord& word) noexcept { futex_wake_all(word); }
+void futex_wake_one(FutexWord& word) noexcept {
+  futex_wake_all(word);
+}
 
 void futex_wake_all(FutexWord& word) noexcept {
   Bucket& b = bucket_for(&word);

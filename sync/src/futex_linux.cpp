@@ -34,10 +34,16 @@ bool futex_wait(FutexWord& word, std::uint32_t expected,
   return !(rc == -1 && errno == ETIMEDOUT);  // EAGAIN (value changed) and EINTR are not timeouts
 }
 
-void futex_wake_one(FutexWord& word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, 1, nullptr); }
+void futex_wake_one(FutexWord& word) noexcept {
+  futex(word, FUTEX_WAKE_PRIVATE, 1, nullptr);
+}
 
-void futex_wake_all(FutexWord& word) noexcept { futex(word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr); }
+void futex_wake_all(FutexWord& word) noexcept {
+  futex(word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+}
 
-const char* futex_backend() noexcept { return "futex"; }
+const char* futex_backend() noexcept {
+  return "futex";
+}
 
 }  // namespace arbor::sync

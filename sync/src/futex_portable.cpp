@@ -8,8 +8,14 @@ bool futex_wait(FutexWord& word, std::uint32_t expected,
                 std::optional<std::chrono::nanoseconds> timeout) noexcept {
   return fallback::futex_wait(word, expected, timeout);
 }
-void futex_wake_one(FutexWord& word) noexcept { fallback::futex_wake_one(word); }
-void futex_wake_all(FutexWord& word) noexcept { fallback::futex_wake_all(word); }
-const char* futex_backend() noexcept { return "fallback"; }
+void futex_wake_one(FutexWord& word) noexcept {
+  fallback::futex_wake_one(word);
+}
+void futex_wake_all(FutexWord& word) noexcept {
+  fallback::futex_wake_all(word);
+}
+const char* futex_backend() noexcept {
+  return "fallback";
+}
 
 }  // namespace arbor::sync

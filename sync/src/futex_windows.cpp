@@ -17,10 +17,16 @@ bool futex_wait(FutexWord& word, std::uint32_t expected,
   return GetLastError() != ERROR_TIMEOUT;
 }
 
-void futex_wake_one(FutexWord& word) noexcept { WakeByAddressSingle(&word); }
+void futex_wake_one(FutexWord& word) noexcept {
+  WakeByAddressSingle(&word);
+}
 
-void futex_wake_all(FutexWord& word) noexcept { WakeByAddressAll(&word); }
+void futex_wake_all(FutexWord& word) noexcept {
+  WakeByAddressAll(&word);
+}
 
-const char* futex_backend() noexcept { return "WaitOnAddress"; }
+const char* futex_backend() noexcept {
+  return "WaitOnAddress";
+}
 
 }  // namespace arbor::sync

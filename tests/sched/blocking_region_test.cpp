@@ -25,7 +25,8 @@ TEST(BlockingRegion, QueuedWorkRunsWhileEveryWorkerBlocks) {
       both_blocked.count_down();
       gate.wait();
     }));
-  for (auto& b : blockers) s.submit(*b);
+  for (auto& b : blockers)
+    s.submit(*b);
   ASSERT_TRUE(both_blocked.wait());
 
   constexpr int kItems = 1000;
@@ -33,7 +34,8 @@ TEST(BlockingRegion, QueuedWorkRunsWhileEveryWorkerBlocks) {
   std::vector<std::unique_ptr<FnItem>> items;
   for (int i = 0; i < kItems; ++i)
     items.push_back(std::make_unique<FnItem>([&](Disposition) { done.count_down(); }));
-  for (auto& item : items) s.submit(*item);
+  for (auto& item : items)
+    s.submit(*item);
   EXPECT_TRUE(done.wait()) << done.left() << " items stalled behind blocked workers";
   EXPECT_GE(s.counters().spare_workers, 1u);
   gate.count_down();
@@ -50,7 +52,8 @@ TEST(BlockingRegion, HandsTheLocalQueueToOthers) {
     children.push_back(std::make_unique<FnItem>([&](Disposition) { children_done.count_down(); }));
   bool children_ran_while_blocked = false;
   FnItem parent([&](Disposition) {
-    for (auto& c : children) Scheduler::current()->submit(*c, true);
+    for (auto& c : children)
+      Scheduler::current()->submit(*c, true);
     BlockingRegion region;
     children_ran_while_blocked = children_done.wait();
     parent_done.count_down();

@@ -57,7 +57,8 @@ TEST(EventTree, PackingBoundsHoldForEveryBatchSize) {
     for (std::size_t n = 1; n <= 1000; ++n) {
       std::vector<EventItem> storage(n);
       std::vector<EventItem*> nodes;
-      for (auto& e : storage) nodes.push_back(&e);
+      for (auto& e : storage)
+        nodes.push_back(&e);
       std::size_t roots = 0;
       EventItem* root = pack_event_trees(nodes.data(), n, max_tree, roots);
       ASSERT_EQ(roots, (n + max_tree - 1) / max_tree) << n << "/" << max_tree;
@@ -70,7 +71,8 @@ TEST(EventTree, PackingBoundsHoldForEveryBatchSize) {
         ASSERT_EQ(depth, event_tree_depth(size)) << "tree of " << size << " is not balanced";
       }
       ASSERT_EQ(trees, roots);
-      for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(seen[i], 1) << "node " << i << " n=" << n;
+      for (std::size_t i = 0; i < n; ++i)
+        ASSERT_EQ(seen[i], 1) << "node " << i << " n=" << n;
     }
   }
 }
@@ -83,11 +85,13 @@ TEST(EventTree, EveryEventRunsExactlyOnceForEveryBatchSize) {
     Countdown done(static_cast<std::uint32_t>(n));
     tally.done = &done;
     std::vector<Event> events(n);
-    for (std::size_t i = 0; i < n; ++i) events[i] = Event{&on_event, &tally, 0, i};
+    for (std::size_t i = 0; i < n; ++i)
+      events[i] = Event{&on_event, &tally, 0, i};
     std::size_t trees = submit_event_trees(s, pool, events, 16);
     ASSERT_EQ(trees, (n + 15) / 16);
     ASSERT_TRUE(done.wait()) << "n=" << n;
-    for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(tally.runs[i].load(), 1) << i << " of " << n;
+    for (std::size_t i = 0; i < n; ++i)
+      ASSERT_EQ(tally.runs[i].load(), 1) << i << " of " << n;
   }
   EXPECT_LE(pool.idle(), pool.capacity());
   auto c = s.counters();
@@ -109,9 +113,11 @@ TEST(EventTree, QueuedCountsPackedEventsNotYetRun) {
   Countdown done(40);
   tally.done = &done;
   std::vector<Event> events(40);
-  for (std::size_t i = 0; i < 40; ++i) events[i] = Event{&on_event, &tally, 0, i};
+  for (std::size_t i = 0; i < 40; ++i)
+    events[i] = Event{&on_event, &tally, 0, i};
   submit_event_trees(s, pool, events, 16);
-  EXPECT_EQ(s.counters().queued(), 40u) << "the 40 packed events; the running blocker is not queued";
+  EXPECT_EQ(s.counters().queued(), 40u)
+      << "the 40 packed events; the running blocker is not queued";
   release.count_down();
   ASSERT_TRUE(done.wait());
   ASSERT_TRUE(test::eventually([&] { return s.counters().queued() == 0; }));
@@ -122,14 +128,16 @@ TEST(EventPool, NeverKeepsMoreThanItsBound) {
   std::vector<EventItem*> items(100);
   pool.acquire(items.data(), items.size());
   EXPECT_EQ(pool.allocated(), 100u);
-  for (auto* item : items) pool.release(item);
+  for (auto* item : items)
+    pool.release(item);
   EXPECT_EQ(pool.idle(), 8u);
   EXPECT_EQ(pool.freed(), 92u);
   // Reuse before allocating.
   pool.acquire(items.data(), 8);
   EXPECT_EQ(pool.allocated(), 100u);
   EXPECT_EQ(pool.idle(), 0u);
-  for (int i = 0; i < 8; ++i) pool.release(items[static_cast<std::size_t>(i)]);
+  for (int i = 0; i < 8; ++i)
+    pool.release(items[static_cast<std::size_t>(i)]);
   EXPECT_EQ(pool.idle(), 8u);
 }
 
@@ -143,7 +151,8 @@ TEST(EventPool, BoundHoldsUnderConcurrentBursts) {
     Countdown done(kBurst);
     tally.done = &done;
     std::vector<Event> events(kBurst);
-    for (std::size_t i = 0; i < kBurst; ++i) events[i] = Event{&on_event, &tally, 0, i};
+    for (std::size_t i = 0; i < kBurst; ++i)
+      events[i] = Event{&on_event, &tally, 0, i};
     submit_event_trees(s, pool, events);
     ASSERT_LE(pool.idle(), pool.capacity());
     ASSERT_TRUE(done.wait());
@@ -165,7 +174,8 @@ TEST(EventTree, StopDropsEveryUnrunEvent) {
   s->submit(blocker);
   ASSERT_TRUE(blocker_running.wait());
   std::vector<Event> events(kEvents);
-  for (std::size_t i = 0; i < kEvents; ++i) events[i] = Event{&on_event, &tally, 0, i};
+  for (std::size_t i = 0; i < kEvents; ++i)
+    events[i] = Event{&on_event, &tally, 0, i};
   submit_event_trees(*s, pool, events, 8);
   std::thread stopper([&] { EXPECT_EQ(s->stop(), kEvents); });
   // Only once stop() has begun may the worker come back: it then exits instead of running.
@@ -173,7 +183,8 @@ TEST(EventTree, StopDropsEveryUnrunEvent) {
   release.count_down();
   stopper.join();
   int runs = 0;
-  for (auto& r : tally.runs) runs += r.load();
+  for (auto& r : tally.runs)
+    runs += r.load();
   EXPECT_EQ(runs + tally.drops.load(), static_cast<int>(kEvents));
   EXPECT_EQ(pool.allocated() - pool.freed(), pool.idle()) << "tree nodes leaked on drop";
 }

@@ -20,7 +20,8 @@ TEST(GlobalQueue, FifoWithBatches) {
   q.push_batch(&items[1], &items[3], 3);
   q.push(&items[4]);
   EXPECT_EQ(q.size(), 5u);
-  for (auto& i : items) EXPECT_EQ(q.pop(), &i);
+  for (auto& i : items)
+    EXPECT_EQ(q.pop(), &i);
   EXPECT_EQ(q.pop(), nullptr);
   EXPECT_TRUE(q.empty());
 }
@@ -28,10 +29,12 @@ TEST(GlobalQueue, FifoWithBatches) {
 TEST(GlobalQueue, TakeAllEmptiesIt) {
   GlobalQueue q;
   std::vector<WorkItem> items(3, WorkItem(&noop));
-  for (auto& i : items) q.push(&i);
+  for (auto& i : items)
+    q.push(&i);
   WorkItem* chain = q.take_all();
   int n = 0;
-  for (; chain != nullptr; chain = chain->next) ++n;
+  for (; chain != nullptr; chain = chain->next)
+    ++n;
   EXPECT_EQ(n, 3);
   EXPECT_TRUE(q.empty());
   EXPECT_EQ(q.pop(), nullptr);
@@ -62,9 +65,11 @@ TEST(GlobalQueue, ManyProducersManyConsumers) {
         }
       }
     });
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   int wrong = 0;
-  for (auto& s : seen) wrong += s.load() != 1;
+  for (auto& s : seen)
+    wrong += s.load() != 1;
   EXPECT_EQ(wrong, 0);
   EXPECT_TRUE(q.empty());
 }

@@ -14,7 +14,8 @@ void noop(WorkItem*, Disposition) noexcept {}
 TEST(LocalQueue, OwnerEndIsLifoThiefEndIsFifo) {
   LocalQueue q(8);
   std::vector<WorkItem> items(4, WorkItem(&noop));
-  for (auto& i : items) ASSERT_TRUE(q.push(&i));
+  for (auto& i : items)
+    ASSERT_TRUE(q.push(&i));
   EXPECT_EQ(q.steal(), &items[0]);
   EXPECT_EQ(q.pop(), &items[3]);
   EXPECT_EQ(q.steal(), &items[1]);
@@ -27,7 +28,8 @@ TEST(LocalQueue, BoundedPushFailsWhenFull) {
   LocalQueue q(5);  // rounded up to 8
   EXPECT_EQ(q.capacity(), 8u);
   std::vector<WorkItem> items(9, WorkItem(&noop));
-  for (int i = 0; i < 8; ++i) ASSERT_TRUE(q.push(&items[i]));
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE(q.push(&items[i]));
   EXPECT_FALSE(q.push(&items[8]));
   EXPECT_EQ(q.size_estimate(), 8u);
 }
@@ -35,11 +37,13 @@ TEST(LocalQueue, BoundedPushFailsWhenFull) {
 TEST(LocalQueue, TakeOlderHalfReturnsTheOldestInOrder) {
   LocalQueue q(8);
   std::vector<WorkItem> items(8, WorkItem(&noop));
-  for (auto& i : items) ASSERT_TRUE(q.push(&i));
+  for (auto& i : items)
+    ASSERT_TRUE(q.push(&i));
   std::size_t n = 0;
   WorkItem* chain = q.take_older_half(n);
   ASSERT_EQ(n, 4u);
-  for (int i = 0; i < 4; ++i, chain = chain->next) EXPECT_EQ(chain, &items[i]);
+  for (int i = 0; i < 4; ++i, chain = chain->next)
+    EXPECT_EQ(chain, &items[i]);
   EXPECT_EQ(chain, nullptr);
   EXPECT_EQ(q.size_estimate(), 4u);
   EXPECT_EQ(q.pop(), &items[7]);
@@ -49,7 +53,8 @@ TEST(LocalQueue, WrapsAroundManyTimes) {
   LocalQueue q(4);
   std::vector<WorkItem> items(3, WorkItem(&noop));
   for (int round = 0; round < 1000; ++round) {
-    for (auto& i : items) ASSERT_TRUE(q.push(&i));
+    for (auto& i : items)
+      ASSERT_TRUE(q.push(&i));
     EXPECT_EQ(q.steal(), &items[0]);
     EXPECT_EQ(q.pop(), &items[2]);
     EXPECT_EQ(q.pop(), &items[1]);
@@ -95,10 +100,12 @@ TEST(LocalQueue, ConcurrentOwnerAndThievesTakeEachItemOnce) {
     total.fetch_add(1);
   }
   owner_done.store(true, std::memory_order_release);
-  for (auto& t : thieves) t.join();
+  for (auto& t : thieves)
+    t.join();
   EXPECT_EQ(total.load(), kItems);
   int wrong = 0;
-  for (auto& t : taken) wrong += t.load() != 1;
+  for (auto& t : taken)
+    wrong += t.load() != 1;
   EXPECT_EQ(wrong, 0);
 }
 

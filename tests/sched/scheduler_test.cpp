@@ -77,17 +77,21 @@ TEST(Scheduler, MillionItemsFromProducersAndWorkersRunExactlyOnce) {
   for (int i = 0; i < kItems; ++i) {
     items[i].done = &done;
     if (i % 4 == 0)
-      for (int k = 1; k < 4 && i + k < kItems; ++k) items[i].children[k - 1] = &items[i + k];
+      for (int k = 1; k < 4 && i + k < kItems; ++k)
+        items[i].children[k - 1] = &items[i + k];
   }
   std::vector<std::thread> producers;
   for (int p = 0; p < kProducers; ++p)
     producers.emplace_back([&, p] {
-      for (int i = p * 4; i < kItems; i += 4 * kProducers) ASSERT_TRUE(s.submit(items[i]));
+      for (int i = p * 4; i < kItems; i += 4 * kProducers)
+        ASSERT_TRUE(s.submit(items[i]));
     });
-  for (auto& t : producers) t.join();
+  for (auto& t : producers)
+    t.join();
   ASSERT_TRUE(done.wait(std::chrono::seconds(120))) << done.left() << " items never ran";
   int wrong = 0;
-  for (int i = 0; i < kItems; ++i) wrong += items[i].runs.load() != 1;
+  for (int i = 0; i < kItems; ++i)
+    wrong += items[i].runs.load() != 1;
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(s.stop(), 0u);
   auto c = s.counters();
@@ -115,8 +119,7 @@ TEST(Scheduler, PreferLocalFromAWorkerRunsOnTheSameWorkerWhenOthersAreBusy) {
 
 TEST(Scheduler, IdleWorkersParkAndWakeForNewWork) {
   Scheduler s(SchedulerOptions{.workers = 2});
-  ASSERT_TRUE(eventually([&] { return s.parked_workers() == 2; }))
-      << "idle workers did not park";
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == 2; })) << "idle workers did not park";
   Countdown done(1);
   FnItem item([&](Disposition) { done.count_down(); });
   s.submit(item);
@@ -135,7 +138,8 @@ TEST(Scheduler, StopWithWorkInFlightRunsOrDropsEveryItem) {
     items.push_back(std::make_unique<FnItem>([&, i](Disposition d) {
       if (d == Disposition::run) {
         runs[static_cast<std::size_t>(i)].fetch_add(1);
-        for (int k = 0; k < 200; ++k) sync::cpu_relax();
+        for (int k = 0; k < 200; ++k)
+          sync::cpu_relax();
       } else {
         drops[static_cast<std::size_t>(i)].fetch_add(1);
       }
@@ -148,7 +152,8 @@ TEST(Scheduler, StopWithWorkInFlightRunsOrDropsEveryItem) {
       s.submit(*items[static_cast<std::size_t>(i)]);  // after stop(): dropped at once
     }
   });
-  while (!stop_now.load()) std::this_thread::yield();
+  while (!stop_now.load())
+    std::this_thread::yield();
   std::uint64_t dropped_queued = s.stop();
   producer.join();
   int wrong = 0, dropped = 0;
@@ -182,7 +187,8 @@ TEST(Scheduler, LocalOverflowSpillsToTheGlobalQueue) {
   for (int i = 0; i < kChildren; ++i)
     children.push_back(std::make_unique<FnItem>([&](Disposition) { done.count_down(); }));
   FnItem parent([&](Disposition) {
-    for (auto& c : children) Scheduler::current()->submit(*c, true);
+    for (auto& c : children)
+      Scheduler::current()->submit(*c, true);
   });
   s.submit(parent);
   ASSERT_TRUE(done.wait());
@@ -200,7 +206,8 @@ TEST(Scheduler, WorkersStealFromABusyWorker) {
   bool all_ran_while_parent_busy = false;
   Countdown parent_done(1);
   FnItem parent([&](Disposition) {
-    for (auto& c : children) Scheduler::current()->submit(*c, true);
+    for (auto& c : children)
+      Scheduler::current()->submit(*c, true);
     all_ran_while_parent_busy = done.wait();
     parent_done.count_down();
   });

@@ -50,7 +50,9 @@ inline bool eventually(const std::function<bool()>& condition,
 /// A work item that runs a std::function (tests only: it allocates).
 struct FnItem : WorkItem {
   explicit FnItem(std::function<void(Disposition)> f) : WorkItem(&invoke), body(std::move(f)) {}
-  static void invoke(WorkItem* self, Disposition d) noexcept { static_cast<FnItem*>(self)->body(d); }
+  static void invoke(WorkItem* self, Disposition d) noexcept {
+    static_cast<FnItem*>(self)->body(d);
+  }
   std::function<void(Disposition)> body;
 };
 

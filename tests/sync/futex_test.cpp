@@ -44,7 +44,8 @@ TEST_P(FutexTest, TimesOutNotBeforeTheTimeout) {
 TEST_P(FutexTest, WakeOneReleasesAWaiter) {
   FutexWord word{0};
   std::thread waiter([&] {
-    while (word.load(std::memory_order_acquire) == 0) GetParam().wait(word, 0, std::nullopt);
+    while (word.load(std::memory_order_acquire) == 0)
+      GetParam().wait(word, 0, std::nullopt);
   });
   word.store(1, std::memory_order_release);
   GetParam().wake_one(word);
@@ -58,12 +59,14 @@ TEST_P(FutexTest, WakeAllReleasesEveryWaiter) {
   std::vector<std::thread> waiters;
   for (int i = 0; i < 4; ++i)
     waiters.emplace_back([&] {
-      while (word.load(std::memory_order_acquire) == 0) GetParam().wait(word, 0, std::nullopt);
+      while (word.load(std::memory_order_acquire) == 0)
+        GetParam().wait(word, 0, std::nullopt);
       done.fetch_add(1);
     });
   word.store(1, std::memory_order_release);
   GetParam().wake_all(word);
-  for (auto& t : waiters) t.join();
+  for (auto& t : waiters)
+    t.join();
   EXPECT_EQ(done.load(), 4);
 }
 
@@ -74,14 +77,16 @@ TEST_P(FutexTest, PingPongManyRounds) {
   std::thread other([&] {
     for (std::uint32_t i = 1; i < 2 * kRounds; i += 2) {
       std::uint32_t v;
-      while ((v = word.load(std::memory_order_acquire)) != i) GetParam().wait(word, v, std::nullopt);
+      while ((v = word.load(std::memory_order_acquire)) != i)
+        GetParam().wait(word, v, std::nullopt);
       word.store(i + 1, std::memory_order_release);
       GetParam().wake_one(word);
     }
   });
   for (std::uint32_t i = 0; i < 2 * kRounds; i += 2) {
     std::uint32_t v;
-    while ((v = word.load(std::memory_order_acquire)) != i) GetParam().wait(word, v, std::nullopt);
+    while ((v = word.load(std::memory_order_acquire)) != i)
+      GetParam().wait(word, v, std::nullopt);
     word.store(i + 1, std::memory_order_release);
     GetParam().wake_one(word);
   }
@@ -96,7 +101,9 @@ INSTANTIATE_TEST_SUITE_P(
                               &fallback::futex_wake_all}),
     [](const ::testing::TestParamInfo<Backend>& param) { return std::string(param.param.name); });
 
-TEST(FutexBackend, HasAName) { EXPECT_STRNE(futex_backend(), ""); }
+TEST(FutexBackend, HasAName) {
+  EXPECT_STRNE(futex_backend(), "");
+}
 
 }  // namespace
 }  // namespace arbor::sync

@@ -83,7 +83,8 @@ TEST(LifoSemaphore, WakesTheMostRecentlyParkedFirst) {
       std::this_thread::yield();
     }
   }
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(woken, (std::vector<int>{3, 2, 1, 0}));
 }
 
@@ -91,10 +92,11 @@ TEST(LifoSemaphore, ReleaseManyWakesThatMany) {
   LifoSemaphore sem;
   std::atomic<int> done{0};
   std::vector<std::thread> threads;
-  for (int i = 0; i < 5; ++i) threads.emplace_back([&] {
-    ASSERT_TRUE(sem.wait());
-    done.fetch_add(1);
-  });
+  for (int i = 0; i < 5; ++i)
+    threads.emplace_back([&] {
+      ASSERT_TRUE(sem.wait());
+      done.fetch_add(1);
+    });
   await_waiters(sem, 5);
   sem.release(3);
   auto deadline = std::chrono::steady_clock::now() + 30s;
@@ -104,7 +106,8 @@ TEST(LifoSemaphore, ReleaseManyWakesThatMany) {
   }
   EXPECT_EQ(sem.counts().waiters, 2);
   sem.release(2);
-  for (auto& t : threads) t.join();
+  for (auto& t : threads)
+    t.join();
   EXPECT_EQ(done.load(), 5);
   EXPECT_EQ(sem.counts().signals, 0u);
 }
@@ -145,10 +148,18 @@ TEST(LifoSemaphore, NoLostWakeupsUnderRandomInterleavings) {
       for (;;) {
         bool got = false;
         switch (rng() % 4) {
-          case 0: got = sem.wait(); break;
-          case 1: got = sem.wait(std::nullopt, 50); break;
-          case 2: got = sem.wait(std::chrono::microseconds(rng() % 40)); break;
-          default: got = sem.try_wait(); break;
+          case 0:
+            got = sem.wait();
+            break;
+          case 1:
+            got = sem.wait(std::nullopt, 50);
+            break;
+          case 2:
+            got = sem.wait(std::chrono::microseconds(rng() % 40));
+            break;
+          default:
+            got = sem.try_wait();
+            break;
         }
         if (!got) continue;
         if (done.load(std::memory_order_acquire)) return;  // an exit signal
@@ -158,7 +169,8 @@ TEST(LifoSemaphore, NoLostWakeupsUnderRandomInterleavings) {
   }
   std::minstd_rand rng(99);
   for (std::uint64_t released = 0; released < kSignals;) {
-    auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(1 + rng() % 3, kSignals - released));
+    auto n =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(1 + rng() % 3, kSignals - released));
     sem.release(n);
     released += n;
     if (rng() % 8 == 0) std::this_thread::yield();
@@ -172,7 +184,8 @@ TEST(LifoSemaphore, NoLostWakeupsUnderRandomInterleavings) {
   EXPECT_EQ(consumed.load(), kSignals);
   done.store(true, std::memory_order_release);
   sem.release(kConsumers);
-  for (auto& t : consumers) t.join();
+  for (auto& t : consumers)
+    t.join();
   EXPECT_EQ(consumed.load(), kSignals) << "a signal was counted twice";
   auto c = sem.counts();
   EXPECT_EQ(c.waiters, 0);

@@ -63,7 +63,8 @@ TEST(SpinConfig, BadEnvironmentIsAClearError) {
 
 TEST(AdaptiveSpinner, GivesTheCoreBackWhenNothingIsFound) {
   AdaptiveSpinner s;
-  for (int i = 0; i < 20; ++i) s.record(false);
+  for (int i = 0; i < 20; ++i)
+    s.record(false);
   EXPECT_EQ(s.budget(0, 4), AdaptiveSpinner::kMinBudget);
 }
 
@@ -72,13 +73,15 @@ TEST(AdaptiveSpinner, SpinsLongerWhileSpinsPayOff) {
   auto before = s.budget(0, 4);
   s.record(true);
   EXPECT_GT(s.budget(0, 4), before);
-  for (int i = 0; i < 20; ++i) s.record(true);
+  for (int i = 0; i < 20; ++i)
+    s.record(true);
   EXPECT_EQ(s.budget(0, 4), AdaptiveSpinner::kMaxBudget);
 }
 
 TEST(AdaptiveSpinner, DoesNotSpinWithoutACoreOfItsOwn) {
   AdaptiveSpinner s;
-  for (int i = 0; i < 20; ++i) s.record(true);
+  for (int i = 0; i < 20; ++i)
+    s.record(true);
   EXPECT_GT(s.budget(1, 2), 0ns);
   EXPECT_EQ(s.budget(2, 2), 0ns);
   EXPECT_EQ(s.budget(5, 2), 0ns);
@@ -93,7 +96,9 @@ TEST(AdaptiveSpinner, FixedModesIgnoreFeedback) {
   EXPECT_EQ(fixed.budget(0, 8), 7us);
 }
 
-TEST(AvailableCpus, AtLeastOne) { EXPECT_GE(available_cpus(), 1u); }
+TEST(AvailableCpus, AtLeastOne) {
+  EXPECT_GE(available_cpus(), 1u);
+}
 
 }  // namespace
 }  // namespace arbor::sync

@@ -1,7 +1,6 @@
 // A downstream program using the installed arbor: runs one item and exits 0 if it ran.
 #include <arbor/sched/scheduler.hpp>
 #include <arbor/sync/thread_blocker.hpp>
-
 #include <cstdio>
 
 namespace {

@@ -13,13 +13,13 @@ namespace arbor::sched {
 
 /// A snapshot of the scheduler's activity since it started.
 struct SchedulerCounters {
-  std::uint64_t submitted = 0;  ///< items submitted (an event tree counts every event in it)
-  std::uint64_t run = 0;        ///< items run
-  std::uint64_t dropped = 0;    ///< items dropped at stop()
-  std::uint64_t parks = 0;      ///< times a worker parked
-  std::uint64_t wakes = 0;      ///< times a parked worker was woken for new work
-  std::uint64_t steals = 0;     ///< items taken from another worker's local queue
-  std::uint64_t spins = 0;      ///< spin phases before parking
+  std::uint64_t submitted = 0;         ///< items submitted (an event tree counts every event in it)
+  std::uint64_t run = 0;               ///< items run
+  std::uint64_t dropped = 0;           ///< items dropped at stop()
+  std::uint64_t parks = 0;             ///< times a worker parked
+  std::uint64_t wakes = 0;             ///< times a parked worker was woken for new work
+  std::uint64_t steals = 0;            ///< items taken from another worker's local queue
+  std::uint64_t spins = 0;             ///< spin phases before parking
   std::uint64_t spins_found_work = 0;  ///< spin phases that ended with work
   std::uint64_t spare_workers = 0;     ///< extra workers started for blocking regions
   /// Items submitted and not yet run or dropped: global + local queues, including the events

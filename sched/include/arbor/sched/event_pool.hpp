@@ -66,7 +66,7 @@ class EventPool {
  private:
   const std::size_t capacity_;
   std::mutex mutex_;
-  WorkItem* free_ = nullptr;  // linked through WorkItem::next; guarded by mutex_
+  WorkItem* free_ = nullptr;          // linked through WorkItem::next; guarded by mutex_
   std::atomic<std::size_t> idle_{0};  // length of free_, written under mutex_
   std::atomic<std::uint64_t> allocated_{0};
   std::atomic<std::uint64_t> freed_{0};

@@ -61,9 +61,9 @@ class LifoSemaphore {
  private:
   struct Waiter;
   bool park(std::optional<std::chrono::steady_clock::time_point> deadline, bool spinning) noexcept;
-  void push(Waiter* w) noexcept;     // stack_mutex_ held
-  Waiter* pop() noexcept;            // stack_mutex_ held
-  void unlink(Waiter* w) noexcept;   // stack_mutex_ held
+  void push(Waiter* w) noexcept;    // stack_mutex_ held
+  Waiter* pop() noexcept;           // stack_mutex_ held
+  void unlink(Waiter* w) noexcept;  // stack_mutex_ held
 
   std::atomic<std::uint64_t> state_;
   std::mutex stack_mutex_;

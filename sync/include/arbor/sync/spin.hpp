@@ -79,7 +79,8 @@ struct Backoff {
     return base + (random & (base - 1));
   }
   static void pause(std::uint32_t attempt, std::uint32_t random) noexcept {
-    for (std::uint32_t i = spins(attempt, random); i > 0; --i) cpu_relax();
+    for (std::uint32_t i = spins(attempt, random); i > 0; --i)
+      cpu_relax();
   }
 };
 
