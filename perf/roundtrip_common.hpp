@@ -22,7 +22,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -144,8 +143,7 @@ inline Config parse(int argc, char** argv) {
 /// pool's queues (which order the accesses).
 class Client {
  public:
-  explicit Client(const Config& c)
-      : config_(c), chunk_start_(Clock::now()), run_start_(chunk_start_) {}
+  explicit Client(const Config& c) : config_(c), run_start_(Clock::now()) {}
 
   /// Called by the continuation; returns false when the run is over.
   bool on_reply() {
@@ -197,7 +195,6 @@ class Client {
   Clock::duration ticks_{};
   Clock::duration chunk_ticks_{};
   Clock::time_point t0_{};
-  Clock::time_point chunk_start_;
   Clock::time_point run_start_;
   const char* runtime_ = "";
 };

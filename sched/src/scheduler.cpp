@@ -77,32 +77,32 @@ struct Scheduler::Worker {
   Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin,
          std::size_t slots)
       : owner(s),
-        index(i),
         queue(capacity),
         spinner(spin),
         rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))),
         seen_oldest(slots, -1) {}
 
   Scheduler& owner;
-  const std::size_t index;
   LocalQueue queue;
   detail::CounterBlock counters;
   sync::AdaptiveSpinner spinner;
   sync::FastRandom rng;
   std::uint32_t tick = 0;
-  bool searching = false;
-  // Wake deferral (see submit()): the item being run, whether and when it first queued work,
-  // whether a wake decision was left for its end, and what recent items did after queueing.
+  bool searching = false;  // mirrors this worker's share of idle_state_'s searching count
+
+  // Wake deferral (see submit()): the item being run, whether it left a wake decision for its
+  // end, whether (and since when) its tail is being timed, and what recent items did.
   WorkItem* running = nullptr;
-  bool queued_work = false;  // this item's tail is being timed
-  std::uint32_t samples = 0;
   bool notify_deferred = false;
+  bool timing_tail = false;
+  std::uint32_t samples = 0;
   std::uint64_t queued_at = 0;
   TailHistory tails;
-  // What this worker saw at its previous probe while searching (see take_aged_work()).
+
+  // What this worker saw at its previous probe while searching (see steal_work()).
   std::uint64_t seen_global_pops = UINT64_MAX;
-  std::vector<std::int64_t> seen_oldest;  // per victim slot  // mirrors this worker's share of
-                                          // idle_state_'s searching count
+  std::vector<std::int64_t> seen_oldest;  // per victim slot
+
   std::thread thread;
 };
 
@@ -189,18 +189,20 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     } else {
       global_.push(&item);
     }
-    // "Queue, then return" is the common shape: this worker runs the item itself a moment
-    // later, so waking a sleeper would cost a system call for nothing. Defer the decision to
-    // the end of the running item, unless this worker's items have recently kept running long
-    // after queueing work (the reference's "reply, then housekeeping"): then the work would
-    // wait for that tail, and another worker should come now. Searchers see the item either way.
-    // Timing every item would cost two clock reads per item; one in eight is enough to learn
+    // "Queue one item, then return" is the common shape: this worker runs that item itself a
+    // moment later, so waking a sleeper would cost a system call for nothing. The wake decision
+    // for a running item's first queued item is therefore left to the item's end. A second
+    // item is a surplus and gets a helper now, as does the first item of an item that has
+    // recently kept running long after queueing work (the reference's "reply, then
+    // housekeeping"), whose work would otherwise wait for that tail. So at most one item waits
+    // for the item that queued it, as with Tokio's LIFO slot. Searchers see it either way.
+    // Timing every tail would cost two clock reads per item; one in eight is enough to learn
     // an item's habit within a few runs.
-    if (!w->queued_work && (++w->samples & 7) == 0) {
-      w->queued_work = true;
+    if (!w->timing_tail && (++w->samples & 7) == 0) {
+      w->timing_tail = true;
       w->queued_at = detail::cycle_ticks();
     }
-    if (w->tails.long_tail(w->running, long_tail_ticks_)) {
+    if (w->notify_deferred || w->tails.long_tail(w->running, long_tail_ticks_)) {
       notify_parked();
     } else {
       w->notify_deferred = true;
@@ -392,10 +394,10 @@ void Scheduler::run_worker(Worker& w) noexcept {
     w.counters.bump(detail::CounterBlock::run);
     w.running = item;
     item->fn(item, Disposition::run);
-    if (w.queued_work) {
+    if (w.timing_tail) {
       // Remember how long this item ran on after queueing work (the item may be gone by now;
       // only its address is kept, never dereferenced).
-      w.queued_work = false;
+      w.timing_tail = false;
       w.tails.record(item, detail::cycle_ticks() - w.queued_at);
     }
     if (w.notify_deferred) {

@@ -217,5 +217,30 @@ TEST(Scheduler, WorkersStealFromABusyWorker) {
   EXPECT_GE(s.counters().steals, 1u);
 }
 
+// The wake deferral lets at most one item wait for the item that queued it: a running item that
+// queues two items and then keeps its worker busy must get a helper, even when every other
+// worker is already asleep. Without the bound this test hangs (ctest timeout).
+TEST(Scheduler, SecondQueuedItemWakesASleeperWhileItsParentRuns) {
+  for (bool prefer_local : {true, false}) {
+    Scheduler s(SchedulerOptions{.workers = 2});
+    Countdown children_done(2), parent_done(1);
+    FnItem a([&](Disposition) { children_done.count_down(); });
+    FnItem b([&](Disposition) { children_done.count_down(); });
+    bool children_ran_while_parent_busy = false;
+    FnItem parent([&](Disposition) {
+      // Start from "everyone else asleep", so no searcher can save the day by chance.
+      EXPECT_TRUE(eventually([&] { return s.parked_workers() == 1; }));
+      Scheduler::current()->submit(a, prefer_local);
+      Scheduler::current()->submit(b, prefer_local);
+      children_ran_while_parent_busy = children_done.wait();
+      parent_done.count_down();
+    });
+    s.submit(parent);
+    ASSERT_TRUE(parent_done.wait());
+    s.stop();
+    EXPECT_TRUE(children_ran_while_parent_busy) << "prefer_local=" << prefer_local;
+  }
+}
+
 }  // namespace
 }  // namespace arbor::sched

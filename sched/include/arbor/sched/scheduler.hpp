@@ -5,8 +5,10 @@
 // LifoSemaphore. New work wakes a parked worker only when it might otherwise wait: if some
 // worker is already searching (stealing or spinning) nobody is woken, at most half the workers
 // search at once, and a searcher that finds work wakes the next sleeper only if it was the last
-// searcher (the "chain of wakes", as in Tokio). The counts behind those decisions sit in one
-// atomic word; see scheduler.cpp for the protocol and its orderings.
+// searcher (the "chain of wakes", as in Tokio). The first item queued by a running item wakes
+// nobody until that item returns (its worker runs it next), unless that item is known to keep
+// running long after queueing work. The counts behind those decisions sit in one atomic word;
+// see scheduler.cpp for the protocol and its orderings.
 //
 // Thread safety: every member function may be called from any thread.
 #pragma once
