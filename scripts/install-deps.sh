@@ -7,6 +7,7 @@ set -euo pipefail
 packages=(
   g++ cmake ninja-build ccache make     # toolchain
   clang                                 # the second supported compiler
+  pkg-config liburing-dev libspdlog-dev # io engines, logging
   libgtest-dev                          # tests
   libboost-dev                          # Boost.Asio baselines in perf/
 )

@@ -1,0 +1,144 @@
+// Engine: the one interface every IO backend implements (epoll and io_uring here; kqueue and
+// IOCP map onto it as docs/architecture.md describes).
+//
+// The interface is completion-shaped: start an Operation, get its result once. A readiness
+// backend gets there by trying the system call, waiting for readiness when it would block, and
+// retrying on a worker; a completion backend hands the operation to the kernel. Either way the
+// engine's poller threads harvest at most `max_batch` events per wait, copy each into a pooled
+// event item, and submit them to the scheduler as balanced trees of at most `max_tree` items
+// with one global push per batch (sched/event_tree.hpp). Timers live here too: poller 0 sleeps
+// until the earliest deadline and fires expired timers in the same batch.
+//
+// Per socket, at most one read-side operation (receive, accept, receive_from) and one
+// write-side operation (send, send_vectored, connect, send_to) may be pending at a time; a
+// second one completes at once with -EBUSY.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "arbor/io/operation.hpp"
+#include "arbor/io/result.hpp"
+#include "arbor/io/timer_queue.hpp"
+#include "arbor/sched/event_pool.hpp"
+#include "arbor/sched/scheduler.hpp"
+
+namespace arbor::io {
+
+struct EngineOptions {
+  /// "auto" (io_uring if it can be set up, else epoll), "epoll" or "uring".
+  std::string kind = "auto";
+  /// Poller threads (each with its own epoll set or ring; sockets are spread round-robin).
+  int pollers = 1;
+  /// K: events harvested per wait, 1..4096.
+  std::size_t max_batch = 256;
+  /// B: items per event tree, 1..4096.
+  std::size_t max_tree = 16;
+  /// Run completions on the poller thread instead of handing them to the scheduler. For
+  /// measuring the hand-off; not for production (a slow handler stalls every socket).
+  bool inline_completions = false;
+  /// io_uring submission queue entries.
+  unsigned ring_entries = 1024;
+
+  /// Reads ARBOR_ENGINE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE and ARBOR_INLINE over
+  /// `defaults`. A bad value is an error naming the variable (invalid_argument).
+  static Result<EngineOptions> from_env(EngineOptions defaults);
+  static Result<EngineOptions> from_env();
+  /// invalid_argument if a field is out of range or `kind` is not a known engine name.
+  std::error_code validate() const;
+};
+
+struct EngineCounters {
+  std::uint64_t waits = 0;        // poller waits that returned
+  std::uint64_t events = 0;       // completions and fired timers delivered
+  std::uint64_t trees = 0;        // event trees submitted
+  std::uint64_t largest_batch = 0;
+  std::uint64_t submits = 0;      // system calls that submitted work (io_uring_enter)
+  std::uint64_t wakes = 0;        // poller wake-ups requested
+  std::uint64_t descriptors = 0;  // sockets attached now
+  std::uint64_t timers = 0;       // timers pending now
+};
+
+class Engine {
+ public:
+  /// Creates the engine `options.kind` names, delivering to `scheduler`. Errors: unknown name
+  /// or bad option (invalid_argument); the named engine cannot start here (its system error).
+  /// With "auto", an io_uring failure falls back to epoll. Logs one line saying what was chosen.
+  static Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler,
+                                                EngineOptions options = {});
+  /// The engine names that can be created on this machine, preferred first.
+  static std::vector<std::string> available();
+
+  virtual ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  virtual const char* name() const noexcept = 0;
+  const EngineOptions& options() const noexcept { return options_; }
+
+  /// Takes ownership of `handle` (makes it non-blocking and registers it as the engine needs).
+  /// On error the handle is closed.
+  virtual Result<Descriptor*> attach(Handle handle) noexcept = 0;
+  /// Starts `op` on its descriptor; see operation.hpp for the completion contract.
+  virtual bool start(Operation& op) noexcept = 0;
+  /// Asks a pending `op` to finish early with -ECANCELED. Safe to race with its completion;
+  /// the operation still completes exactly once.
+  virtual void cancel(Operation& op) noexcept = 0;
+  /// Closes the socket. Its pending operations complete with -ECANCELED; the descriptor must
+  /// not be used afterwards.
+  virtual void close(Descriptor* descriptor) noexcept = 0;
+  /// The handle behind a descriptor (for socket options).
+  static Handle handle(const Descriptor* descriptor) noexcept;
+
+  /// Queues a timer; it is delivered (handler, target=&timer, result 0) at or after its
+  /// deadline, exactly once. Returns false, delivering nothing, if cancel_timer() already ran.
+  bool add_timer(Timer& timer);
+  /// Delivers a queued timer now with -ECANCELED; a timer not yet added will not be added.
+  void cancel_timer(Timer& timer) noexcept;
+
+  /// Delivers events to the scheduler as trees (or runs them here in inline mode).
+  void deliver(std::span<const sched::Event> events) noexcept;
+
+  /// Stops and joins the poller threads. Pending operations stay pending; cancel them first.
+  void stop() noexcept;
+
+  EngineCounters counters() const noexcept;
+  sched::Scheduler& scheduler() noexcept { return scheduler_; }
+
+ protected:
+  Engine(sched::Scheduler& scheduler, EngineOptions options);
+
+  /// Waits until events arrive, wake(poller) is called, or timeout_ns passes (-1 = forever);
+  /// fills out with at most out.size() events and returns their number.
+  virtual std::size_t wait(int poller, std::int64_t timeout_ns,
+                           std::span<sched::Event> out) noexcept = 0;
+  /// Makes poller's current or next wait() return soon.
+  virtual void wake(int poller) noexcept = 0;
+
+  /// Starts the poller threads; backends call it at the end of their constructor.
+  void start_pollers();
+  bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+
+  std::atomic<std::uint64_t> submits_{0};
+  std::atomic<std::uint64_t> descriptors_{0};
+
+ private:
+  void run_poller(int poller) noexcept;
+
+  sched::Scheduler& scheduler_;
+  const EngineOptions options_;
+  sched::EventPool pool_;
+  TimerQueue timers_;
+  std::atomic<std::int64_t> armed_deadline_{0};  // the deadline poller 0 sleeps towards
+  std::vector<std::thread> pollers_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0}, wakes_{0};
+};
+
+}  // namespace arbor::io

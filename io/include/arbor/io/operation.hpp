@@ -1,0 +1,76 @@
+// Operation: one asynchronous socket operation, as the engines see it.
+//
+// The caller owns the memory (typically a coroutine frame's awaiter) and keeps it alive until
+// the operation completes; the engine never allocates per operation. The result is what the
+// kernel reports: >= 0 on success (bytes moved, or the accepted handle) and -errno on failure
+// (-ECANCELED when cancelled or when its socket was closed).
+//
+// Completion contract: Engine::start() either finishes the operation during the call and
+// returns true (result in `result`, `complete` NOT called), or returns false and later calls
+// `complete(op, result)` exactly once, from a scheduler worker (or the poller in inline mode).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#include "arbor/io/address.hpp"
+
+namespace arbor::io {
+
+/// A socket: a file descriptor on POSIX, a SOCKET on Windows.
+using Handle = std::intptr_t;
+inline constexpr Handle kInvalidHandle = -1;
+
+/// Buffer views with the layout of `struct iovec` (checked where it matters), so a scatter or
+/// gather list goes to the kernel without a copy. IOCP converts to WSABUF in its backend.
+struct MutableBuffer {
+  void* data = nullptr;
+  std::size_t size = 0;
+};
+struct ConstBuffer {
+  const void* data = nullptr;
+  std::size_t size = 0;
+};
+
+enum class OpKind : std::uint8_t {
+  receive,       // buffer -> bytes read (0 = end of stream)
+  send,          // buffer -> bytes written
+  send_vectored, // buffers/count -> bytes written
+  accept,        // address (out, may be null) -> new handle, non-blocking
+  connect,       // address (in) -> 0
+  receive_from,  // buffer, address (out) -> bytes read
+  send_to,       // buffer, address (in) -> bytes written
+};
+
+/// Whether an operation waits for the socket to become readable (true) or writable.
+constexpr bool is_read_side(OpKind kind) noexcept {
+  return kind == OpKind::receive || kind == OpKind::accept || kind == OpKind::receive_from;
+}
+
+/// Engine-owned state of one attached socket; opaque outside the engines.
+struct Descriptor;
+
+struct Operation {
+  using Complete = void (*)(Operation& op, std::int64_t result) noexcept;
+
+  Complete complete = nullptr;
+  Descriptor* descriptor = nullptr;
+  OpKind kind = OpKind::receive;
+
+  // Arguments (which ones are used depends on `kind`).
+  void* data = nullptr;              // receive/send buffer, or const ConstBuffer* for vectored
+  std::size_t size = 0;              // bytes, or buffer count for vectored
+  Address* address = nullptr;        // accept/receive_from: out; connect/send_to: in
+
+  std::int64_t result = 0;           // set when start() completes inline
+
+  // Engine bookkeeping; callers leave these alone.
+  std::atomic<bool> cancel_requested{false};
+  std::uint32_t stage = 0;           // connect: 0 = not started, 1 = in progress (readiness)
+  std::uint32_t ready_seq = 0;       // readiness engines: the readiness generation last tried
+  std::uint32_t address_size = 0;    // socklen_t for accept/receive_from
+  alignas(8) unsigned char scratch[96];  // e.g. msghdr + iovec for the message operations
+};
+
+}  // namespace arbor::io

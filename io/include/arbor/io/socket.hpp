@@ -1,0 +1,40 @@
+// Synchronous socket helpers: create, bind, listen, options, addresses.
+//
+// These are the calls that never wait, so they need no engine; the asynchronous operations go
+// through Engine::start(). Every function reports failure as a value. Handles are created
+// non-blocking and close-on-exec.
+#pragma once
+
+#include "arbor/io/address.hpp"
+#include "arbor/io/operation.hpp"
+#include "arbor/io/result.hpp"
+
+namespace arbor::io {
+
+enum class SocketType { tcp, udp };
+
+/// A new socket for `family_of`'s address family.
+Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept;
+std::error_code bind(Handle handle, const Address& address) noexcept;
+std::error_code listen(Handle handle, int backlog) noexcept;
+std::error_code shutdown_write(Handle handle) noexcept;
+/// Closes a handle that is not attached to an engine.
+void close_handle(Handle handle) noexcept;
+
+enum class BoolOption { reuse_address, reuse_port, no_delay, keep_alive, v6_only };
+enum class IntOption { receive_buffer, send_buffer };
+std::error_code set_option(Handle handle, BoolOption option, bool value) noexcept;
+Result<bool> get_option(Handle handle, BoolOption option) noexcept;
+std::error_code set_option(Handle handle, IntOption option, int value) noexcept;
+Result<int> get_option(Handle handle, IntOption option) noexcept;
+/// SO_LINGER with a zero timeout: close() then sends a reset instead of a FIN.
+std::error_code set_linger_reset(Handle handle) noexcept;
+
+Result<Address> local_address(Handle handle) noexcept;
+Result<Address> peer_address(Handle handle) noexcept;
+
+/// Makes writes to a closed peer an error (EPIPE) instead of a process-killing SIGPIPE. The
+/// engines also pass MSG_NOSIGNAL, so this only guards code that writes with plain write(2).
+void ignore_sigpipe() noexcept;
+
+}  // namespace arbor::io

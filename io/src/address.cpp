@@ -1,0 +1,118 @@
+#include "arbor/io/address.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <charconv>
+#include <cstring>
+
+namespace arbor {
+
+static_assert(sizeof(sockaddr_in6) <= 28 && alignof(sockaddr_in6) <= 8);
+
+namespace {
+const sockaddr* as_sockaddr(const void* p) { return static_cast<const sockaddr*>(p); }
+}  // namespace
+
+Address::Address() noexcept {
+  std::memset(storage_, 0, sizeof storage_);
+  auto* in = reinterpret_cast<sockaddr_in*>(storage_);
+  in->sin_family = AF_INET;
+}
+
+Result<Address> Address::parse(std::string_view text) noexcept {
+  const auto bad = std::make_error_code(std::errc::invalid_argument);
+  std::string_view host;
+  std::string_view port_text;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
+      return bad;
+    host = text.substr(1, close - 1);
+    port_text = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) return bad;
+    host = text.substr(0, colon);
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string_view::npos) return bad;  // bare v6 needs brackets
+  }
+  unsigned port = 0;
+  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port_text.empty() ||
+      port > 65535)
+    return bad;
+  char buf[64];
+  if (host.empty() || host.size() >= sizeof buf) return bad;
+  std::memcpy(buf, host.data(), host.size());
+  buf[host.size()] = '\0';
+
+  Address address;
+  std::memset(address.storage_, 0, sizeof address.storage_);
+  if (text.front() == '[') {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(address.storage_);
+    in6->sin6_family = AF_INET6;
+    if (inet_pton(AF_INET6, buf, &in6->sin6_addr) != 1) return bad;
+  } else {
+    auto* in = reinterpret_cast<sockaddr_in*>(address.storage_);
+    in->sin_family = AF_INET;
+    if (inet_pton(AF_INET, buf, &in->sin_addr) != 1) return bad;
+  }
+  address.set_port(static_cast<std::uint16_t>(port));
+  return address;
+}
+
+Address Address::loopback_v4(std::uint16_t port) noexcept {
+  Address address;
+  auto* in = reinterpret_cast<sockaddr_in*>(address.storage_);
+  in->sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.set_port(port);
+  return address;
+}
+
+Address Address::loopback_v6(std::uint16_t port) noexcept {
+  Address address;
+  std::memset(address.storage_, 0, sizeof address.storage_);
+  auto* in6 = reinterpret_cast<sockaddr_in6*>(address.storage_);
+  in6->sin6_family = AF_INET6;
+  in6->sin6_addr = in6addr_loopback;
+  address.set_port(port);
+  return address;
+}
+
+bool Address::is_v6() const noexcept { return as_sockaddr(storage_)->sa_family == AF_INET6; }
+
+std::uint16_t Address::port() const noexcept {
+  return is_v6() ? ntohs(reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_port)
+                 : ntohs(reinterpret_cast<const sockaddr_in*>(storage_)->sin_port);
+}
+
+void Address::set_port(std::uint16_t port) noexcept {
+  if (is_v6())
+    reinterpret_cast<sockaddr_in6*>(storage_)->sin6_port = htons(port);
+  else
+    reinterpret_cast<sockaddr_in*>(storage_)->sin_port = htons(port);
+}
+
+std::uint32_t Address::native_size() const noexcept {
+  return is_v6() ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+std::string Address::to_string() const {
+  char host[INET6_ADDRSTRLEN] = {};
+  if (is_v6()) {
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_addr, host,
+              sizeof host);
+    return "[" + std::string(host) + "]:" + std::to_string(port());
+  }
+  inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(storage_)->sin_addr, host, sizeof host);
+  return std::string(host) + ":" + std::to_string(port());
+}
+
+bool operator==(const Address& a, const Address& b) noexcept {
+  return a.native_size() == b.native_size() &&
+         std::memcmp(a.storage_, b.storage_, a.native_size()) == 0;
+}
+
+}  // namespace arbor

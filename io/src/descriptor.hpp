@@ -1,0 +1,93 @@
+// Descriptor: the engines' state for one attached socket, and the pool that recycles it.
+//
+// Invariants (all fields guarded by `lock`):
+// - slot[side] holds the one pending operation of that side (0 = read, 1 = write), if any.
+// - busy counts threads currently running a system call on `fd` outside the lock. The fd is
+//   closed only when `closed` is set and busy drops to zero, so a close racing an operation can
+//   never make that operation touch a reused descriptor number.
+// - The Descriptor itself returns to the pool only when, in addition, no slot is occupied.
+//
+// Descriptors are never freed while their engine lives, only recycled. A readiness event that
+// a poller harvested just before a close may therefore reach a recycled descriptor: it bumps a
+// readiness generation and at worst makes a pending operation retry once and find EAGAIN.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "arbor/io/operation.hpp"
+#include "arbor/io/socket.hpp"
+
+namespace arbor::io {
+
+struct Descriptor {
+  std::mutex lock;
+  Handle fd = kInvalidHandle;
+  int poller = 0;
+  bool closed = false;
+  bool fd_closed = false;
+  int busy = 0;
+  Operation* slot[2] = {nullptr, nullptr};
+  std::uint32_t seq[2] = {0, 0};  // readiness generations (readiness engines)
+  Descriptor* next_free = nullptr;
+
+  static constexpr int side(OpKind kind) noexcept { return is_read_side(kind) ? 0 : 1; }
+
+  void reset(Handle handle, int owner) noexcept {
+    fd = handle;
+    poller = owner;
+    closed = fd_closed = false;
+    busy = 0;
+    slot[0] = slot[1] = nullptr;
+  }
+
+  /// Under `lock`: what the caller must do once it unlocks (see the invariants above).
+  struct Finish {
+    Handle close_fd = kInvalidHandle;
+    bool release = false;
+  };
+  Finish finish_if_closed() noexcept {
+    Finish f;
+    if (!closed || busy != 0) return f;
+    if (!fd_closed) {
+      fd_closed = true;
+      f.close_fd = fd;
+    }
+    f.release = slot[0] == nullptr && slot[1] == nullptr;
+    return f;
+  }
+};
+
+/// Grows to the largest number of sockets attached at once, then recycles.
+class DescriptorPool {
+ public:
+  Descriptor* acquire() {
+    std::lock_guard guard(mutex_);
+    if (free_ != nullptr) {
+      Descriptor* d = free_;
+      free_ = d->next_free;
+      return d;
+    }
+    all_.push_back(std::make_unique<Descriptor>());
+    return all_.back().get();
+  }
+  void release(Descriptor* d) noexcept {
+    std::lock_guard guard(mutex_);
+    d->next_free = free_;
+    free_ = d;
+  }
+
+ private:
+  std::mutex mutex_;
+  Descriptor* free_ = nullptr;
+  std::vector<std::unique_ptr<Descriptor>> all_;
+};
+
+/// Runs op's system call once without blocking: >= 0 or -errno (-EAGAIN: would block).
+std::int64_t perform(Operation& op, Handle fd) noexcept;
+
+/// Makes `fd` non-blocking; 0 or -errno.
+int make_non_blocking(Handle fd) noexcept;
+
+}  // namespace arbor::io

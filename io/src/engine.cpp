@@ -1,0 +1,208 @@
+// Engine: the parts every backend shares — options, selection, the poller loop, timers and
+// delivery of event batches as trees.
+#include "arbor/io/engine.hpp"
+
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <limits>
+#include <string_view>
+
+#include "arbor/io/submit_batch.hpp"
+#include "arbor/sched/event_tree.hpp"
+#include "descriptor.hpp"
+#include "log.hpp"
+
+namespace arbor::io {
+
+Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& s, const EngineOptions& o);
+Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& s, const EngineOptions& o);
+
+namespace {
+
+std::error_code invalid() { return std::make_error_code(std::errc::invalid_argument); }
+
+template <class T>
+bool parse_number(const char* text, T& out, T lo, T hi) {
+  const std::string_view v(text);
+  T value{};
+  const auto [end, ec] = std::from_chars(v.data(), v.data() + v.size(), value);
+  if (ec != std::errc{} || end != v.data() + v.size() || value < lo || value > hi) return false;
+  out = value;
+  return true;
+}
+
+// Wraps every timer so its handler, like every IO completion, runs inside a SubmitBatch.
+void fire_timer(const sched::Event& event, sched::Disposition disposition) noexcept {
+  auto* timer = static_cast<Timer*>(event.target);
+  SubmitBatch batch;
+  timer->handler(event, disposition);
+}
+
+}  // namespace
+
+std::error_code EngineOptions::validate() const {
+  if (kind != "auto" && kind != "epoll" && kind != "uring") return invalid();
+  if (pollers < 1 || pollers > 64) return invalid();
+  if (max_batch < 1 || max_batch > 4096) return invalid();
+  if (max_tree < 1 || max_tree > 4096) return invalid();
+  if (ring_entries < 8 || ring_entries > 32768) return invalid();
+  return {};
+}
+
+Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
+  if (const char* v = std::getenv("ARBOR_ENGINE"); v != nullptr && *v != '\0') o.kind = v;
+  if (const char* v = std::getenv("ARBOR_POLLERS"); v && !parse_number(v, o.pollers, 1, 64)) {
+    log::error("ARBOR_POLLERS='{}' is not a number in 1..64", v);
+    return invalid();
+  }
+  if (const char* v = std::getenv("ARBOR_MAX_BATCH");
+      v && !parse_number<std::size_t>(v, o.max_batch, 1, 4096)) {
+    log::error("ARBOR_MAX_BATCH='{}' is not a number in 1..4096", v);
+    return invalid();
+  }
+  if (const char* v = std::getenv("ARBOR_MAX_TREE");
+      v && !parse_number<std::size_t>(v, o.max_tree, 1, 4096)) {
+    log::error("ARBOR_MAX_TREE='{}' is not a number in 1..4096", v);
+    return invalid();
+  }
+  if (const char* v = std::getenv("ARBOR_INLINE"); v != nullptr) {
+    const std::string_view s(v);
+    if (s == "1") o.inline_completions = true;
+    else if (s == "0" || s.empty()) o.inline_completions = false;
+    else {
+      log::error("ARBOR_INLINE='{}' must be 0 or 1", v);
+      return invalid();
+    }
+  }
+  if (o.kind != "auto" && o.kind != "epoll" && o.kind != "uring") {
+    log::error("unknown engine '{}' (ARBOR_ENGINE / --engine): expected auto, epoll or uring",
+               o.kind);
+    return invalid();
+  }
+  return o;
+}
+
+Result<EngineOptions> EngineOptions::from_env() { return from_env(EngineOptions{}); }
+
+Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler,
+                                               EngineOptions options) {
+  if (options.kind != "auto" && options.kind != "epoll" && options.kind != "uring") {
+    log::error("unknown engine '{}': expected auto, epoll or uring", options.kind);
+    return invalid();
+  }
+  if (auto ec = options.validate()) {
+    log::error("invalid engine options (pollers 1..64, max_batch and max_tree 1..4096)");
+    return ec;
+  }
+  if (options.kind == "uring" || options.kind == "auto") {
+    auto engine = make_uring_engine(scheduler, options);
+    if (engine || options.kind == "uring") return engine;
+    log::info("io_uring unavailable ({}); falling back to epoll", engine.error().message());
+  }
+  return make_epoll_engine(scheduler, options);
+}
+
+std::vector<std::string> Engine::available() {
+  std::vector<std::string> names;
+  sched::SchedulerOptions one;
+  one.workers = 1;
+  sched::Scheduler probe(one);
+  EngineOptions o;
+  o.kind = "uring";
+  if (auto e = make_uring_engine(probe, o)) {
+    (*e)->stop();
+    names.emplace_back("uring");
+  }
+  names.emplace_back("epoll");
+  probe.stop();
+  return names;
+}
+
+Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
+    : scheduler_(scheduler), options_(std::move(options)), pool_(options_.max_batch * 2) {}
+
+Engine::~Engine() { stop(); }
+
+Handle Engine::handle(const Descriptor* descriptor) noexcept { return descriptor->fd; }
+
+void Engine::start_pollers() {
+  for (int p = 0; p < options_.pollers; ++p)
+    pollers_.emplace_back([this, p] { run_poller(p); });
+}
+
+void Engine::stop() noexcept {
+  if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  for (int p = 0; p < static_cast<int>(pollers_.size()); ++p) wake(p);
+  for (auto& t : pollers_) t.join();
+  pollers_.clear();
+}
+
+bool Engine::add_timer(Timer& timer) {
+  const auto added = timers_.add(timer);
+  if (added == TimerQueue::Added::queued_earliest) {
+    wakes_.fetch_add(1, std::memory_order_relaxed);
+    wake(0);
+  }
+  return added != TimerQueue::Added::cancelled;
+}
+
+void Engine::cancel_timer(Timer& timer) noexcept {
+  if (!timers_.cancel(timer)) return;  // already fired (or never queued): it completes once
+  const sched::Event event{&fire_timer, &timer, -ECANCELED, 0};
+  deliver({&event, 1});
+}
+
+void Engine::deliver(std::span<const sched::Event> events) noexcept {
+  if (events.empty()) return;
+  events_.fetch_add(events.size(), std::memory_order_relaxed);
+  if (options_.inline_completions) {
+    for (const auto& e : events) e.handler(e, sched::Disposition::run);
+    return;
+  }
+  try {
+    trees_.fetch_add(sched::submit_event_trees(scheduler_, pool_, events, options_.max_tree),
+                     std::memory_order_relaxed);
+  } catch (const std::bad_alloc&) {
+    // The pool could not grow: deliver in place rather than lose completions.
+    for (const auto& e : events) e.handler(e, sched::Disposition::run);
+  }
+}
+
+void Engine::run_poller(int poller) noexcept {
+  const std::size_t k = options_.max_batch;
+  std::vector<sched::Event> events(k);
+  std::vector<Timer*> fired(k);
+  while (!stopping()) {
+    std::int64_t timeout = -1;
+    if (poller == 0) {
+      const std::int64_t deadline = timers_.arm();
+      if (deadline != std::numeric_limits<std::int64_t>::max())
+        timeout = std::max<std::int64_t>(0, deadline - now_ns());
+    }
+    std::size_t n = wait(poller, timeout, events);
+    waits_.fetch_add(1, std::memory_order_relaxed);
+    if (poller == 0 && n < k) {
+      const std::size_t t = timers_.pop_expired(now_ns(), fired.data(), k - n);
+      for (std::size_t i = 0; i < t; ++i) events[n++] = {&fire_timer, fired[i], 0, 0};
+    }
+    if (n > largest_.load(std::memory_order_relaxed))
+      largest_.store(n, std::memory_order_relaxed);
+    deliver({events.data(), n});
+  }
+}
+
+EngineCounters Engine::counters() const noexcept {
+  EngineCounters c;
+  c.waits = waits_.load(std::memory_order_relaxed);
+  c.events = events_.load(std::memory_order_relaxed);
+  c.trees = trees_.load(std::memory_order_relaxed);
+  c.largest_batch = largest_.load(std::memory_order_relaxed);
+  c.submits = submits_.load(std::memory_order_relaxed);
+  c.wakes = wakes_.load(std::memory_order_relaxed);
+  c.descriptors = descriptors_.load(std::memory_order_relaxed);
+  c.timers = timers_.size();
+  return c;
+}
+
+}  // namespace arbor::io

@@ -1,0 +1,293 @@
+// EpollEngine: the readiness backend (Linux).
+//
+// Each socket is registered once, edge-triggered, for both directions. An operation first
+// tries its system call (most sends, and reads on a busy connection, finish right there); on
+// EAGAIN it parks in its descriptor's slot. The poller turns readiness into a retry event for
+// the parked operation; a worker runs the retry. Edge-triggered registration means a socket
+// with a persistent error or hang-up produces one event, not a busy loop.
+//
+// The lost-edge race — readiness arriving between a failed attempt and parking — is closed by
+// a readiness generation per side: an attempt remembers the generation it started under, and
+// parks only if it is unchanged (checked under the descriptor lock the poller also takes).
+// An eventfd in each epoll set wakes its poller.
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "arbor/io/engine.hpp"
+#include "arbor/io/submit_batch.hpp"
+#include "descriptor.hpp"
+#include "log.hpp"
+
+namespace arbor::io {
+namespace {
+
+constexpr std::uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
+constexpr std::uint32_t kWriteEvents = EPOLLOUT | EPOLLHUP | EPOLLERR;
+
+class EpollEngine final : public Engine {
+ public:
+  EpollEngine(sched::Scheduler& scheduler, const EngineOptions& options)
+      : Engine(scheduler, options), pollers_(static_cast<std::size_t>(options.pollers)) {}
+
+  std::error_code init() {
+    for (auto& p : pollers_) {
+      p.epfd = ::epoll_create1(EPOLL_CLOEXEC);
+      if (p.epfd < 0) return {errno, std::system_category()};
+      p.eventfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+      if (p.eventfd < 0) return {errno, std::system_category()};
+      epoll_event ev{};
+      ev.events = EPOLLIN;  // level-triggered: drained on every wake
+      ev.data.ptr = nullptr;
+      if (::epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.eventfd, &ev) != 0)
+        return {errno, std::system_category()};
+      p.events.resize(std::max<std::size_t>(1, options().max_batch / 2));
+    }
+    start_pollers();
+    return {};
+  }
+
+  ~EpollEngine() override {
+    stop();
+    for (auto& p : pollers_) {
+      if (p.epfd >= 0) ::close(p.epfd);
+      if (p.eventfd >= 0) ::close(p.eventfd);
+    }
+  }
+
+  const char* name() const noexcept override { return "epoll"; }
+
+  Result<Descriptor*> attach(Handle handle) noexcept override {
+    if (int e = make_non_blocking(handle); e != 0) {
+      close_handle(handle);
+      return errno_code(e);
+    }
+    Descriptor* d = nullptr;
+    try {
+      d = descriptors_pool_.acquire();
+    } catch (const std::bad_alloc&) {
+      close_handle(handle);
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    const int poller = static_cast<int>(next_poller_.fetch_add(1, std::memory_order_relaxed) %
+                                        pollers_.size());
+    {
+      std::lock_guard guard(d->lock);
+      d->reset(handle, poller);
+    }
+    epoll_event ev{};
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.data.ptr = d;
+    if (::epoll_ctl(pollers_[poller].epfd, EPOLL_CTL_ADD, static_cast<int>(handle), &ev) != 0) {
+      const int e = errno;
+      close_handle(handle);
+      descriptors_pool_.release(d);
+      return errno_code(e);
+    }
+    descriptors_.fetch_add(1, std::memory_order_relaxed);
+    return d;
+  }
+
+  bool start(Operation& op) noexcept override {
+    Descriptor& d = *op.descriptor;
+    const int side = Descriptor::side(op.kind);
+    std::uint32_t seq;
+    {
+      std::lock_guard guard(d.lock);
+      if (d.closed || op.cancel_requested.load(std::memory_order_relaxed)) {
+        op.result = -ECANCELED;
+        return true;
+      }
+      if (d.slot[side] != nullptr) {
+        op.result = -EBUSY;
+        return true;
+      }
+      ++d.busy;
+      seq = d.seq[side];
+    }
+    return attempt(op, seq);
+  }
+
+  void cancel(Operation& op) noexcept override {
+    Descriptor& d = *op.descriptor;
+    const int side = Descriptor::side(op.kind);
+    bool parked = false;
+    Descriptor::Finish finish;
+    {
+      std::lock_guard guard(d.lock);
+      // A retry in flight sees the flag under the lock before it would park again.
+      op.cancel_requested.store(true, std::memory_order_relaxed);
+      if (d.slot[side] == &op) {
+        d.slot[side] = nullptr;
+        parked = true;
+        finish = d.finish_if_closed();
+      }
+    }
+    finish_close(&d, finish);
+    if (parked) complete_later(op, -ECANCELED);
+  }
+
+  void close(Descriptor* d) noexcept override {
+    Operation* parked[2];
+    Descriptor::Finish finish;
+    {
+      std::lock_guard guard(d->lock);
+      if (d->closed) return;
+      d->closed = true;
+      parked[0] = std::exchange(d->slot[0], nullptr);
+      parked[1] = std::exchange(d->slot[1], nullptr);
+      finish = d->finish_if_closed();
+    }
+    finish_close(d, finish);
+    for (Operation* op : parked)
+      if (op != nullptr) complete_later(*op, -ECANCELED);
+  }
+
+ protected:
+  std::size_t wait(int poller, std::int64_t timeout_ns,
+                   std::span<sched::Event> out) noexcept override {
+    Poller& p = pollers_[static_cast<std::size_t>(poller)];
+    timespec ts{};
+    timespec* tsp = nullptr;
+    if (timeout_ns >= 0) {
+      ts.tv_sec = timeout_ns / 1'000'000'000;
+      ts.tv_nsec = timeout_ns % 1'000'000'000;
+      tsp = &ts;
+    }
+    // Each epoll event can yield one event per side, so ask for half of out's room.
+    const int max = static_cast<int>(std::min(p.events.size(), out.size() / 2));
+    const int n = ::epoll_pwait2(p.epfd, p.events.data(), std::max(1, max), tsp, nullptr);
+    std::size_t count = 0;
+    for (int i = 0; i < n; ++i) {
+      const epoll_event& ev = p.events[static_cast<std::size_t>(i)];
+      if (ev.data.ptr == nullptr) {
+        std::uint64_t value;
+        while (::read(p.eventfd, &value, sizeof value) > 0) {
+        }
+        continue;
+      }
+      auto* d = static_cast<Descriptor*>(ev.data.ptr);
+      std::lock_guard guard(d->lock);
+      for (int side = 0; side < 2; ++side) {
+        if ((ev.events & (side == 0 ? kReadEvents : kWriteEvents)) == 0) continue;
+        ++d->seq[side];
+        Operation* op = std::exchange(d->slot[side], nullptr);
+        if (op == nullptr) continue;
+        ++d->busy;  // the retry will run the system call; keep the fd open for it
+        op->ready_seq = d->seq[side];
+        out[count++] = {&retry, op, 0, reinterpret_cast<std::uintptr_t>(this)};
+      }
+    }
+    return count;
+  }
+
+  void wake(int poller) noexcept override {
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(pollers_[static_cast<std::size_t>(poller)].eventfd, &one,
+                                      sizeof one);
+  }
+
+ private:
+  struct Poller {
+    int epfd = -1;
+    int eventfd = -1;
+    std::vector<epoll_event> events;
+  };
+
+  // Runs op's system call until it finishes or parks. The caller holds one `busy` count on the
+  // descriptor, released here. Returns true if op finished (result in op.result).
+  bool attempt(Operation& op, std::uint32_t seq) noexcept {
+    Descriptor& d = *op.descriptor;
+    const int side = Descriptor::side(op.kind);
+    const Handle fd = d.fd;  // stable while busy > 0
+    for (;;) {
+      std::int64_t r = perform(op, fd);
+      Descriptor::Finish finish;
+      {
+        std::lock_guard guard(d.lock);
+        if (r == -EAGAIN) {
+          const bool cancelled = d.closed || op.cancel_requested.load(std::memory_order_relaxed);
+          if (!cancelled && d.seq[side] != seq) {
+            seq = d.seq[side];  // readiness arrived while we tried: try again
+            continue;
+          }
+          if (!cancelled) {
+            op.ready_seq = seq;
+            d.slot[side] = &op;
+            --d.busy;
+            return false;
+          }
+          r = -ECANCELED;
+        }
+        --d.busy;
+        finish = d.finish_if_closed();
+      }
+      finish_close(&d, finish);
+      op.result = r;
+      return true;
+    }
+  }
+
+  static void retry(const sched::Event& event, sched::Disposition disposition) noexcept {
+    auto* op = static_cast<Operation*>(event.target);
+    auto* self = reinterpret_cast<EpollEngine*>(static_cast<std::uintptr_t>(event.data));
+    if (disposition == sched::Disposition::drop) {
+      // The scheduler is stopping: release the busy count and report cancellation.
+      Descriptor& d = *op->descriptor;
+      Descriptor::Finish finish;
+      {
+        std::lock_guard guard(d.lock);
+        --d.busy;
+        finish = d.finish_if_closed();
+      }
+      self->finish_close(&d, finish);
+      op->complete(*op, -ECANCELED);
+      return;
+    }
+    SubmitBatch batch;
+    if (self->attempt(*op, op->ready_seq)) op->complete(*op, op->result);
+  }
+
+  static void deliver_result(const sched::Event& event, sched::Disposition) noexcept {
+    auto* op = static_cast<Operation*>(event.target);
+    SubmitBatch batch;
+    op->complete(*op, event.result);
+  }
+
+  void complete_later(Operation& op, std::int64_t result) noexcept {
+    const sched::Event event{&deliver_result, &op, result, 0};
+    deliver({&event, 1});
+  }
+
+  void finish_close(Descriptor* d, const Descriptor::Finish& finish) noexcept {
+    if (finish.close_fd != kInvalidHandle) {
+      const int fd = static_cast<int>(finish.close_fd);
+      ::epoll_ctl(pollers_[static_cast<std::size_t>(d->poller)].epfd, EPOLL_CTL_DEL, fd, nullptr);
+      ::close(fd);
+      descriptors_.fetch_sub(1, std::memory_order_relaxed);
+    }
+    if (finish.release) descriptors_pool_.release(d);
+  }
+
+  std::vector<Poller> pollers_;
+  DescriptorPool descriptors_pool_;
+  std::atomic<std::uint64_t> next_poller_{0};
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& scheduler,
+                                                  const EngineOptions& options) {
+  auto engine = std::make_unique<EpollEngine>(scheduler, options);
+  if (auto ec = engine->init()) {
+    log::error("epoll engine: {}", ec.message());
+    return ec;
+  }
+  log::info("engine: epoll, {} poller(s), batch {} , tree {}{}", options.pollers,
+            options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
+  return std::unique_ptr<Engine>(std::move(engine));
+}
+
+}  // namespace arbor::io

@@ -1,0 +1,2 @@
+#pragma once
+#include "arbor/io/log.hpp"

@@ -1,0 +1,99 @@
+#include "arbor/io/timer_queue.hpp"
+
+#include <chrono>
+#include <limits>
+
+namespace arbor::io {
+
+std::int64_t now_ns() noexcept {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+TimerQueue::Added TimerQueue::add(Timer& timer) {
+  std::lock_guard lock(mutex_);
+  if (timer.cancelled) return Added::cancelled;
+  heap_.push_back(&timer);
+  timer.heap_index = heap_.size() - 1;
+  sift_up(timer.heap_index);
+  if (timer.deadline_ns >= armed_) return Added::queued;
+  armed_ = timer.deadline_ns;  // one wake per earlier deadline, not one per timer
+  return Added::queued_earliest;
+}
+
+std::int64_t TimerQueue::arm() noexcept {
+  std::lock_guard lock(mutex_);
+  armed_ = heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.front()->deadline_ns;
+  return armed_;
+}
+
+bool TimerQueue::cancel(Timer& timer) noexcept {
+  std::lock_guard lock(mutex_);
+  timer.cancelled = true;
+  const std::size_t i = timer.heap_index;
+  if (i == Timer::kNotQueued) return false;
+  Timer* last = heap_.back();
+  heap_.pop_back();
+  timer.heap_index = Timer::kNotQueued;
+  if (last != &timer) {
+    place(i, last);
+    sift_up(i);
+    sift_down(last->heap_index);
+  }
+  return true;
+}
+
+std::int64_t TimerQueue::next_deadline() const noexcept {
+  std::lock_guard lock(mutex_);
+  return heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.front()->deadline_ns;
+}
+
+std::size_t TimerQueue::pop_expired(std::int64_t now, Timer** out, std::size_t max) noexcept {
+  std::lock_guard lock(mutex_);
+  std::size_t n = 0;
+  while (n < max && !heap_.empty() && heap_.front()->deadline_ns <= now) {
+    Timer* top = heap_.front();
+    Timer* last = heap_.back();
+    heap_.pop_back();
+    top->heap_index = Timer::kNotQueued;
+    if (last != top) {
+      place(0, last);
+      sift_down(0);
+    }
+    out[n++] = top;
+  }
+  return n;
+}
+
+std::size_t TimerQueue::size() const noexcept {
+  std::lock_guard lock(mutex_);
+  return heap_.size();
+}
+
+void TimerQueue::sift_up(std::size_t i) noexcept {
+  Timer* t = heap_[i];
+  while (i > 0) {
+    const std::size_t parent = (i - 1) / 2;
+    if (heap_[parent]->deadline_ns <= t->deadline_ns) break;
+    place(i, heap_[parent]);
+    i = parent;
+  }
+  place(i, t);
+}
+
+void TimerQueue::sift_down(std::size_t i) noexcept {
+  Timer* t = heap_[i];
+  const std::size_t n = heap_.size();
+  for (;;) {
+    std::size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && heap_[child + 1]->deadline_ns < heap_[child]->deadline_ns) ++child;
+    if (heap_[child]->deadline_ns >= t->deadline_ns) break;
+    place(i, heap_[child]);
+    i = child;
+  }
+  place(i, t);
+}
+
+}  // namespace arbor::io

@@ -1,0 +1,107 @@
+// IoAwaiter: how a task waits for one engine Operation.
+//
+// await_suspend registers a stop_callback on the task's stop_token first, then starts the
+// operation. If the token fires before the start, the engine sees cancel_requested and
+// finishes the operation inline with -ECANCELED; if it fires while the operation is pending,
+// the engine completes it early. Once start() reports "pending", the completion may resume
+// the task on another worker immediately, so nothing touches the awaiter after that.
+#pragma once
+
+#include <coroutine>
+#include <cstddef>
+#include <optional>
+#include <stop_token>
+
+#include "arbor/io/engine.hpp"
+#include "arbor/io/operation.hpp"
+#include "arbor/io/result.hpp"
+#include "arbor/runtime/task.hpp"
+
+namespace arbor::detail {
+
+class IoAwaiter : public io::Operation {
+ public:
+  IoAwaiter(io::Engine* engine, io::Descriptor* socket, io::OpKind op_kind,
+            void* buffer = nullptr, std::size_t length = 0, Address* addr = nullptr) noexcept
+      : engine_(engine) {
+    this->descriptor = socket;
+    this->kind = op_kind;
+    this->data = buffer;
+    this->size = length;
+    this->address = addr;
+  }
+  IoAwaiter(const IoAwaiter&) = delete;
+  IoAwaiter& operator=(const IoAwaiter&) = delete;
+
+  bool await_ready() noexcept {
+    if (descriptor != nullptr) return false;
+    result = -EBADF;  // the socket is closed (or was never opened)
+    return true;
+  }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    handle_ = h;
+    complete = &on_complete;
+    const TaskContext& ctx = context_of(h);
+    if (ctx.token.stop_possible()) cancel_.emplace(ctx.token, Canceller{this});
+    return !engine_->start(*this);
+  }
+
+ protected:
+  /// The raw result (>= 0 or -errno); drops the stop_callback first (it may be running on
+  /// the thread that requested stop, in which case this waits for it to return).
+  std::int64_t finish() noexcept {
+    cancel_.reset();
+    return result;
+  }
+
+ private:
+  struct Canceller {
+    IoAwaiter* self;
+    void operator()() const noexcept { self->engine_->cancel(*self); }
+  };
+  static void on_complete(io::Operation& op, std::int64_t r) noexcept {
+    auto& self = static_cast<IoAwaiter&>(op);
+    self.result = r;
+    self.handle_.resume();
+  }
+
+  io::Engine* engine_;
+  std::coroutine_handle<> handle_;
+  std::optional<std::stop_callback<Canceller>> cancel_;
+};
+
+/// `co_await` gives Result<std::size_t>: bytes moved.
+class TransferAwaiter : public IoAwaiter {
+ public:
+  using IoAwaiter::IoAwaiter;
+  Result<std::size_t> await_resume() noexcept {
+    const std::int64_t r = finish();
+    if (r < 0) return errno_code(static_cast<int>(r));
+    return static_cast<std::size_t>(r);
+  }
+};
+
+/// `co_await` gives Result<void>.
+class StatusAwaiter : public IoAwaiter {
+ public:
+  using IoAwaiter::IoAwaiter;
+  Result<void> await_resume() noexcept {
+    const std::int64_t r = finish();
+    if (r < 0) return errno_code(static_cast<int>(r));
+    return {};
+  }
+};
+
+/// `co_await` gives Result<io::Handle>: an accepted socket, not yet attached.
+class AcceptAwaiter : public IoAwaiter {
+ public:
+  using IoAwaiter::IoAwaiter;
+  Result<io::Handle> await_resume() noexcept {
+    const std::int64_t r = finish();
+    if (r < 0) return errno_code(static_cast<int>(r));
+    return static_cast<io::Handle>(r);
+  }
+};
+
+}  // namespace arbor::detail

@@ -1,0 +1,170 @@
+// JoinHandle<T>: the owner's end of a spawned task.
+//
+// A spawned task runs on its own (it is a root: nobody awaits it to start it). Its frame holds
+// the result until the handle takes it, and is freed by whichever of the two finishes last —
+// the task reaching its end or the handle being dropped (detached). `co_await
+// std::move(handle)` waits for the result; dropping the handle detaches the task.
+//
+// Synchronisation: `waiter` is one word — nullptr (running, nobody waiting), the awaiting
+// coroutine's address, or kDone. The finishing task exchanges kDone in (acq_rel: it publishes
+// the result and sees the waiter); a joiner CASes its address in, or finds kDone and
+// continues at once. `refs` starts at 2 (task + handle); the last release destroys the frame.
+#pragma once
+
+#include <atomic>
+#include <coroutine>
+#include <cstdint>
+#include <exception>
+#include <variant>
+
+#include "arbor/runtime/task.hpp"
+#include "arbor/sched/work_item.hpp"
+#include "arbor/sync/futex.hpp"
+
+namespace arbor {
+
+namespace detail {
+
+inline void* const kDone = reinterpret_cast<void*>(std::uintptr_t{1});
+
+struct SpawnCore {
+  sched::WorkItem start{nullptr};
+  std::atomic<void*> waiter{nullptr};
+  std::atomic<int> refs{2};
+  // Futex word for blocking joins: 0 running, 1 done, 2 running with a thread blocked on it
+  // (so finishing costs a futex wake only when someone is actually asleep).
+  std::atomic<std::uint32_t> done{0};
+  Runtime* runtime = nullptr;
+};
+
+void spawned_finished(Runtime& runtime) noexcept;
+
+template <class T>
+struct SpawnedPromiseBase : PromiseBase, SpawnCore {
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  void unhandled_exception() noexcept { result.template emplace<2>(std::current_exception()); }
+  std::variant<std::monostate, std::conditional_t<std::is_void_v<T>, std::monostate, T>,
+               std::exception_ptr>
+      result;
+};
+
+template <class T>
+struct SpawnedPromise : SpawnedPromiseBase<T> {
+  template <class U>
+  void return_value(U&& value) {
+    this->result.template emplace<1>(std::forward<U>(value));
+  }
+};
+template <>
+struct SpawnedPromise<void> : SpawnedPromiseBase<void> {
+  void return_void() noexcept { result.emplace<1>(); }
+};
+
+template <class Promise>
+void release(std::coroutine_handle<Promise> h) noexcept {
+  if (h.promise().refs.fetch_sub(1, std::memory_order_acq_rel) == 1) h.destroy();
+}
+
+// Marks the task done, wakes its joiner, and returns who runs next.
+template <class Promise>
+std::coroutine_handle<> finish(std::coroutine_handle<Promise> h) noexcept {
+  Promise& p = h.promise();
+  Runtime* runtime = p.runtime;
+  void* waiter = p.waiter.exchange(kDone, std::memory_order_acq_rel);
+  if (p.done.exchange(1, std::memory_order_acq_rel) == 2) sync::futex_wake_all(p.done);
+  release(h);  // may free the frame: nothing below touches it
+  if (runtime != nullptr) spawned_finished(*runtime);
+  return waiter != nullptr ? std::coroutine_handle<>::from_address(waiter)
+                           : std::noop_coroutine();
+}
+
+template <class T>
+struct Spawned {
+  struct promise_type : SpawnedPromise<T> {
+    Spawned get_return_object() noexcept {
+      return {std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    struct Final {
+      bool await_ready() const noexcept { return false; }
+      std::coroutine_handle<> await_suspend(std::coroutine_handle<promise_type> h) noexcept {
+        return finish(h);
+      }
+      void await_resume() const noexcept {}
+    };
+    Final final_suspend() const noexcept { return {}; }
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+template <class T>
+Spawned<T> run_spawned(Task<T> task) {
+  co_return co_await std::move(task);
+}
+
+}  // namespace detail
+
+template <class T = void>
+class [[nodiscard]] JoinHandle {
+ public:
+  using promise_type = typename detail::Spawned<T>::promise_type;
+  using handle_type = std::coroutine_handle<promise_type>;
+
+  JoinHandle() = default;
+  explicit JoinHandle(handle_type h) noexcept : handle_(h) {}
+  JoinHandle(JoinHandle&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  JoinHandle& operator=(JoinHandle&& other) noexcept {
+    if (this != &other) {
+      detach();
+      handle_ = std::exchange(other.handle_, {});
+    }
+    return *this;
+  }
+  ~JoinHandle() { detach(); }
+
+  /// Lets the task run on with nobody to collect its result.
+  void detach() noexcept {
+    if (handle_) detail::release(std::exchange(handle_, {}));
+  }
+  bool valid() const noexcept { return static_cast<bool>(handle_); }
+  bool done() const noexcept {
+    return handle_ && handle_.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
+  }
+
+  struct Awaiter {
+    handle_type handle;
+    bool await_ready() const noexcept {
+      return handle.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
+    }
+    bool await_suspend(std::coroutine_handle<> joiner) noexcept {
+      void* expected = nullptr;
+      return handle.promise().waiter.compare_exchange_strong(
+          expected, joiner.address(), std::memory_order_acq_rel, std::memory_order_acquire);
+    }
+    T await_resume() { return take(handle); }
+  };
+  /// Waits for the task's result (rethrows its exception). The handle is spent afterwards.
+  Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
+
+  /// Blocks the calling thread (never a worker) until the task ends; returns its result.
+  T join_blocking() {
+    auto& done = handle_.promise().done;
+    std::uint32_t state = 0;
+    while (!done.compare_exchange_weak(state, 2, std::memory_order_acquire) && state != 1) {
+    }
+    while (state != 1) {
+      sync::futex_wait(done, 2);
+      state = done.load(std::memory_order_acquire);
+    }
+    return take(handle_);
+  }
+
+ private:
+  static T take(handle_type h) {
+    auto& result = h.promise().result;
+    if (result.index() == 2) std::rethrow_exception(std::get<2>(result));
+    if constexpr (!std::is_void_v<T>) return std::move(std::get<1>(result));
+  }
+  handle_type handle_;
+};
+
+}  // namespace arbor

@@ -1,0 +1,145 @@
+// Runtime: the scheduler, one IO engine and its timers, and the tasks running on them.
+//
+//   arbor::Runtime rt;                       // options from the environment
+//   return rt.block_on(main_task(rt));       // in main()
+//
+// Every spawned task runs under the runtime's context: its stop_token is the runtime's, so
+// shutdown() (and the destructor) cancels every pending read, accept and sleep, waits for the
+// tasks to finish (up to RuntimeOptions::shutdown_timeout), then stops the engine and joins
+// every thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <stop_token>
+
+#include "arbor/io/engine.hpp"
+#include "arbor/io/result.hpp"
+#include "arbor/io/submit_batch.hpp"
+#include "arbor/runtime/join_handle.hpp"
+#include "arbor/runtime/task.hpp"
+#include "arbor/sched/scheduler.hpp"
+
+namespace arbor {
+
+struct RuntimeOptions {
+  sched::SchedulerOptions scheduler;
+  io::EngineOptions engine;
+  /// How long shutdown waits for cancelled tasks to finish before it gives up on them.
+  std::chrono::milliseconds shutdown_timeout{5000};
+
+  /// Engine options from ARBOR_ENGINE, ARBOR_POLLERS, ... (see io::EngineOptions::from_env),
+  /// worker count from ARBOR_WORKERS.
+  static Result<RuntimeOptions> from_env();
+};
+
+class Runtime {
+ public:
+  /// Options from the environment. Throws std::system_error if they are invalid or the engine
+  /// cannot start (the message names the cause); use create() to get the error as a value.
+  Runtime();
+  explicit Runtime(RuntimeOptions options);
+  static Result<std::unique_ptr<Runtime>> create(RuntimeOptions options);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  /// Runs `task` to completion from a thread that is not one of this runtime's workers (e.g.
+  /// main) and returns its result or rethrows its exception.
+  template <class T>
+  T block_on(Task<T> task) {
+    if (sched::Scheduler::current() == scheduler_.get())
+      throw std::logic_error("arbor::Runtime::block_on called from one of its own workers");
+    return spawn(std::move(task)).join_blocking();
+  }
+
+  /// Starts `task` on the scheduler. Drop the handle to detach it.
+  template <class T>
+  JoinHandle<T> spawn(Task<T> task) {
+    return spawn_in(std::move(task), &root_);
+  }
+
+  /// Like spawn(), but the task runs under `context` (which must outlive it).
+  template <class T>
+  JoinHandle<T> spawn_in(Task<T> task, const TaskContext* context) {
+    auto spawned = detail::run_spawned(std::move(task));
+    auto h = spawned.handle;
+    auto& p = h.promise();
+    p.set_context(context);
+    p.runtime = this;
+    p.start.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
+    live_.fetch_add(1, std::memory_order_relaxed);
+    const bool local = sched::Scheduler::current() == scheduler_.get();
+    if (!scheduler_->submit(p.start, local)) p.start.fn(&p.start, sched::Disposition::drop);
+    return JoinHandle<T>(h);
+  }
+
+  /// Cancels every task's pending operations (they complete with operation_canceled).
+  void request_stop() noexcept { stop_.request_stop(); }
+  std::stop_token stop_token() const noexcept { return stop_.get_token(); }
+
+  /// request_stop(), wait for the tasks, stop the engine and the scheduler. Idempotent.
+  void shutdown() noexcept;
+
+  /// Spawned tasks that have not finished.
+  std::int64_t live_tasks() const noexcept { return live_.load(std::memory_order_relaxed); }
+
+  io::Engine& engine() noexcept { return *engine_; }
+  sched::Scheduler& scheduler() noexcept { return *scheduler_; }
+  const TaskContext& context() const noexcept { return root_; }
+
+ private:
+  friend void detail::spawned_finished(Runtime& runtime) noexcept;
+
+  template <class Promise>
+  static void start_spawned(sched::WorkItem* item, sched::Disposition) noexcept {
+    // Running or dropped (scheduler stopping), the task is resumed: a dropped start only
+    // happens after shutdown gave up waiting, and resuming lets it see its cancelled token.
+    auto* core = static_cast<detail::SpawnCore*>(
+        reinterpret_cast<detail::SpawnCore*>(reinterpret_cast<char*>(item) -
+                                             offsetof(detail::SpawnCore, start)));
+    auto& promise = static_cast<Promise&>(*core);
+    io::SubmitBatch batch;
+    std::coroutine_handle<Promise>::from_promise(promise).resume();
+  }
+
+  void task_finished() noexcept;
+
+  RuntimeOptions options_;
+  std::unique_ptr<sched::Scheduler> scheduler_;
+  std::unique_ptr<io::Engine> engine_;
+  std::stop_source stop_;
+  TaskContext root_;
+  std::atomic<std::int64_t> live_{0};
+  std::mutex shutdown_mutex_;
+  std::condition_variable all_finished_;
+  bool shut_down_ = false;
+};
+
+/// `co_await arbor::yield()`: lets other queued work run, then continues (on any worker).
+struct yield {
+  sched::WorkItem item{&run};
+  std::coroutine_handle<> handle;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    Runtime* rt = detail::context_of(h).runtime;
+    if (rt == nullptr) return false;
+    handle = h;
+    return rt->scheduler().submit(item, /*prefer_local=*/false);
+  }
+  void await_resume() const noexcept {}
+
+ private:
+  static void run(sched::WorkItem* self, sched::Disposition) noexcept {
+    auto* y = reinterpret_cast<yield*>(reinterpret_cast<char*>(self) - offsetof(yield, item));
+    io::SubmitBatch batch;
+    y->handle.resume();
+  }
+};
+
+}  // namespace arbor

@@ -1,0 +1,179 @@
+// Task<T>: a lazy coroutine that produces a T (or throws), awaited exactly once.
+//
+// - Lazy: nothing runs until the task is awaited (or spawned); a Task that is never awaited
+//   destroys its frame without running it.
+// - Move-only and awaited once: `co_await std::move(task)`; awaiting an lvalue does not
+//   compile, so a task cannot be awaited twice by accident.
+// - Symmetric transfer: starting a child and returning to the parent are tail calls
+//   (await_suspend returns the next handle), so a long synchronous chain of tasks does not
+//   grow the stack.
+// - Exceptions thrown in the task are rethrown from co_await in the awaiter.
+// - Context: each task carries a pointer to a TaskContext (its Runtime and the stop_token
+//   that cancels its IO); an awaited task inherits its awaiter's. Only a pointer is copied:
+//   the context lives in the spawned root (or a with_timeout frame), which outlives every
+//   task it awaits.
+// - Frames come from frame_pool (per-thread size-class caches) unless ARBOR_POOL_FRAMES=0.
+#pragma once
+
+#include <coroutine>
+#include <exception>
+#include <stop_token>
+#include <type_traits>
+#include <utility>
+#include <variant>
+
+#include "arbor/runtime/frame_pool.hpp"
+
+namespace arbor {
+
+class Runtime;
+
+struct TaskContext {
+  Runtime* runtime = nullptr;
+  std::stop_token token;
+};
+
+namespace detail {
+
+inline const TaskContext kNoContext{};
+
+class PromiseBase {
+ public:
+  static void* operator new(std::size_t size) { return frame_pool::allocate(size); }
+  static void operator delete(void* frame, std::size_t size) noexcept {
+    frame_pool::deallocate(frame, size);
+  }
+
+  const TaskContext& context() const noexcept { return *context_; }
+  void inherit(const TaskContext* parent) noexcept {
+    if (!context_set_) context_ = parent;
+  }
+  void set_context(const TaskContext* context) noexcept {
+    context_ = context;
+    context_set_ = true;
+  }
+
+  std::coroutine_handle<> continuation = std::noop_coroutine();
+
+ private:
+  const TaskContext* context_ = &kNoContext;
+  bool context_set_ = false;
+};
+
+/// The context of the coroutine behind `h`, or the empty one for foreign coroutine types.
+template <class P>
+const TaskContext& context_of(std::coroutine_handle<P> h) noexcept {
+  if constexpr (std::is_base_of_v<PromiseBase, P>)
+    return h.promise().context();
+  else
+    return kNoContext;
+}
+
+/// `co_await CurrentContext{}` yields the running task's context without suspending.
+struct CurrentContext {
+  const TaskContext* context = &kNoContext;
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    context = &context_of(h);
+    return false;
+  }
+  const TaskContext& await_resume() const noexcept { return *context; }
+};
+
+struct FinalAwaiter {
+  bool await_ready() const noexcept { return false; }
+  template <class P>
+  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
+    return h.promise().continuation;  // the awaiter, or noop for a root
+  }
+  void await_resume() const noexcept {}
+};
+
+template <class T>
+class TaskPromise : public PromiseBase {
+ public:
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  FinalAwaiter final_suspend() const noexcept { return {}; }
+  void unhandled_exception() noexcept { result_.template emplace<2>(std::current_exception()); }
+  template <class U>
+  void return_value(U&& value) {
+    result_.template emplace<1>(std::forward<U>(value));
+  }
+  T take() {
+    if (result_.index() == 2) std::rethrow_exception(std::get<2>(result_));
+    return std::move(std::get<1>(result_));
+  }
+
+ private:
+  std::variant<std::monostate, T, std::exception_ptr> result_;
+};
+
+template <>
+class TaskPromise<void> : public PromiseBase {
+ public:
+  std::suspend_always initial_suspend() const noexcept { return {}; }
+  FinalAwaiter final_suspend() const noexcept { return {}; }
+  void unhandled_exception() noexcept { error_ = std::current_exception(); }
+  void return_void() const noexcept {}
+  void take() {
+    if (error_) std::rethrow_exception(error_);
+  }
+
+ private:
+  std::exception_ptr error_;
+};
+
+}  // namespace detail
+
+template <class T = void>
+class [[nodiscard]] Task {
+ public:
+  struct promise_type : detail::TaskPromise<T> {
+    Task get_return_object() noexcept {
+      return Task(std::coroutine_handle<promise_type>::from_promise(*this));
+    }
+  };
+  using value_type = T;
+  using handle_type = std::coroutine_handle<promise_type>;
+
+  Task(Task&& other) noexcept : handle_(std::exchange(other.handle_, {})) {}
+  Task& operator=(Task&& other) noexcept {
+    if (this != &other) {
+      if (handle_) handle_.destroy();
+      handle_ = std::exchange(other.handle_, {});
+    }
+    return *this;
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+  ~Task() {
+    if (handle_) handle_.destroy();
+  }
+
+  /// False after the task was moved from.
+  bool valid() const noexcept { return static_cast<bool>(handle_); }
+
+  struct Awaiter {
+    handle_type handle;
+    bool await_ready() const noexcept { return false; }
+    template <class P>
+    std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) noexcept {
+      handle.promise().continuation = parent;
+      handle.promise().inherit(&detail::context_of(parent));
+      return handle;  // start the child as a tail call
+    }
+    T await_resume() { return handle.promise().take(); }
+  };
+  Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
+
+  /// For the runtime: run this task under `context` instead of its awaiter's.
+  void set_context(const TaskContext* context) noexcept { handle_.promise().set_context(context); }
+  handle_type release() noexcept { return std::exchange(handle_, {}); }
+
+ private:
+  explicit Task(handle_type handle) noexcept : handle_(handle) {}
+  handle_type handle_;
+};
+
+}  // namespace arbor

@@ -1,0 +1,119 @@
+#include "arbor/runtime/runtime.hpp"
+
+#include <charconv>
+#include <cstdlib>
+#include <string_view>
+#include <system_error>
+
+#include "arbor/io/log.hpp"
+#include "arbor/io/socket.hpp"
+#include "arbor/runtime/error.hpp"
+
+namespace arbor {
+
+namespace {
+
+class ErrorCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "arbor"; }
+  std::string message(int code) const override {
+    switch (static_cast<Errc>(code)) {
+      case Errc::end_of_stream: return "end of stream before the expected bytes arrived";
+      case Errc::not_in_runtime: return "operation awaited outside an arbor runtime task";
+    }
+    return "unknown arbor error";
+  }
+};
+
+RuntimeOptions options_or_throw() {
+  auto options = RuntimeOptions::from_env();
+  if (!options) throw std::system_error(options.error(), "arbor: invalid ARBOR_* environment");
+  return *options;
+}
+
+}  // namespace
+
+const std::error_category& error_category() noexcept {
+  static const ErrorCategory category;
+  return category;
+}
+
+Result<RuntimeOptions> RuntimeOptions::from_env() {
+  RuntimeOptions o;
+  auto engine = io::EngineOptions::from_env();
+  if (!engine) return engine.error();
+  o.engine = *engine;
+  if (const char* v = std::getenv("ARBOR_WORKERS"); v != nullptr && *v != '\0') {
+    const std::string_view s(v);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc{} || end != s.data() + s.size() || n < 1 || n > 1024) {
+      log::error("ARBOR_WORKERS='{}' is not a number in 1..1024", v);
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    o.scheduler.workers = n;
+  }
+  return o;
+}
+
+Runtime::Runtime() : Runtime(options_or_throw()) {}
+
+Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
+  io::ignore_sigpipe();
+  scheduler_ = std::make_unique<sched::Scheduler>(options_.scheduler);
+  auto engine = io::Engine::create(*scheduler_, options_.engine);
+  if (!engine) {
+    scheduler_->stop();
+    throw std::system_error(engine.error(),
+                            "arbor: engine '" + options_.engine.kind + "' cannot start");
+  }
+  engine_ = std::move(*engine);
+  root_ = TaskContext{this, stop_.get_token()};
+}
+
+Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
+  try {
+    return std::make_unique<Runtime>(std::move(options));
+  } catch (const std::system_error& e) {
+    return e.code();
+  }
+}
+
+Runtime::~Runtime() {
+  shutdown();
+  engine_.reset();  // the engine delivers into the scheduler: it goes first
+  scheduler_.reset();
+}
+
+void Runtime::shutdown() noexcept {
+  {
+    std::lock_guard lock(shutdown_mutex_);
+    if (shut_down_) return;
+    shut_down_ = true;
+  }
+  stop_.request_stop();
+  {
+    std::unique_lock lock(shutdown_mutex_);
+    const bool finished = all_finished_.wait_for(lock, options_.shutdown_timeout, [this] {
+      return live_.load(std::memory_order_acquire) == 0;
+    });
+    if (!finished)
+      log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
+                live_.load(), options_.shutdown_timeout.count());
+  }
+  engine_->stop();
+  scheduler_->stop();
+}
+
+void Runtime::task_finished() noexcept {
+  if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    std::lock_guard lock(shutdown_mutex_);
+    all_finished_.notify_all();
+  }
+}
+
+namespace detail {
+void spawned_finished(Runtime& runtime) noexcept { runtime.task_finished(); }
+}  // namespace detail
+
+}  // namespace arbor
