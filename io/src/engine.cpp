@@ -16,7 +16,8 @@
 namespace arbor::io {
 
 Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& s, const EngineOptions& o);
-Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& s, const EngineOptions& o);
+Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& s, const EngineOptions& o,
+                                                  bool announce);
 
 namespace {
 
@@ -96,7 +97,7 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler,
     return ec;
   }
   if (options.kind == "uring" || options.kind == "auto") {
-    auto engine = make_uring_engine(scheduler, options);
+    auto engine = make_uring_engine(scheduler, options, /*announce=*/true);
     if (engine || options.kind == "uring") return engine;
     log::info("io_uring unavailable ({}); falling back to epoll", engine.error().message());
   }
@@ -110,7 +111,7 @@ std::vector<std::string> Engine::available() {
   sched::Scheduler probe(one);
   EngineOptions o;
   o.kind = "uring";
-  if (auto e = make_uring_engine(probe, o)) {
+  if (auto e = make_uring_engine(probe, o, /*announce=*/false)) {
     (*e)->stop();
     names.emplace_back("uring");
   }

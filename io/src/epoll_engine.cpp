@@ -285,7 +285,7 @@ Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& scheduler,
     log::error("epoll engine: {}", ec.message());
     return ec;
   }
-  log::info("engine: epoll, {} poller(s), batch {} , tree {}{}", options.pollers,
+  log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers,
             options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -1,0 +1,245 @@
+// Engine-level tests, run against every engine this machine can create.
+#include "arbor/io/engine.hpp"
+
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <vector>
+
+#include "../sched/test_support.hpp"
+#include "arbor/io/socket.hpp"
+
+namespace arbor::io {
+namespace {
+
+using sched::test::Countdown;
+
+class EngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Engine> make(sched::Scheduler& scheduler, EngineOptions o) {
+    o.kind = GetParam();
+    auto engine = Engine::create(scheduler, o);
+    EXPECT_TRUE(engine) << engine.error().message();
+    return engine ? std::move(*engine) : nullptr;
+  }
+};
+
+struct Receive : Operation {
+  std::byte byte{};
+  std::atomic<int> completions{0};
+  std::atomic<std::int64_t> last{0};
+  Countdown* done = nullptr;
+  static void on_complete(Operation& op, std::int64_t result) noexcept {
+    auto& self = static_cast<Receive&>(op);
+    self.last = result;
+    self.completions.fetch_add(1);
+    self.done->count_down();
+  }
+};
+
+// A burst of 1,000 ready completions: each delivered exactly once, in batches of at most K
+// per wait, as trees of at most B (the engine counts trees; a tree never exceeds B, so a batch
+// of n events makes at least ceil(n / B) of them).
+TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
+  constexpr std::size_t kPairs = 1000, kBatch = 64, kTree = 8;
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+  EngineOptions o;
+  o.max_batch = kBatch;
+  o.max_tree = kTree;
+  auto engine = make(scheduler, o);
+  ASSERT_TRUE(engine);
+
+  std::vector<int> writers(kPairs);
+  std::vector<Descriptor*> readers(kPairs);
+  std::vector<Receive> ops(kPairs);
+  Countdown done(kPairs);
+  for (std::size_t i = 0; i < kPairs; ++i) {
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    writers[i] = fds[1];
+    auto d = engine->attach(fds[0]);
+    ASSERT_TRUE(d);
+    readers[i] = *d;
+    ops[i].descriptor = *d;
+    ops[i].kind = OpKind::receive;
+    ops[i].data = &ops[i].byte;
+    ops[i].size = 1;
+    ops[i].complete = &Receive::on_complete;
+    ops[i].done = &done;
+    ASSERT_FALSE(engine->start(ops[i])) << "nothing to read yet: must be pending";
+  }
+  const auto before = engine->counters();
+  for (std::size_t i = 0; i < kPairs; ++i) {
+    const char c = static_cast<char>('a' + i % 26);
+    ASSERT_EQ(::write(writers[i], &c, 1), 1);
+  }
+  ASSERT_TRUE(done.wait());
+  const auto after = engine->counters();
+  for (std::size_t i = 0; i < kPairs; ++i) {
+    EXPECT_EQ(ops[i].completions.load(), 1) << i;
+    EXPECT_EQ(ops[i].last.load(), 1) << i;
+    EXPECT_EQ(static_cast<char>(ops[i].byte), static_cast<char>('a' + i % 26));
+  }
+  const std::uint64_t events = after.events - before.events;
+  const std::uint64_t trees = after.trees - before.trees;
+  EXPECT_GE(events, kPairs);
+  EXPECT_LE(after.largest_batch, kBatch);
+  EXPECT_GE(trees * kTree, events);
+  EXPECT_GE(trees, kPairs / kBatch);  // more than one batch, more than one tree per batch
+  for (std::size_t i = 0; i < kPairs; ++i) {
+    engine->close(readers[i]);
+    ::close(writers[i]);
+  }
+  engine->stop();
+  scheduler.stop();
+}
+
+struct Timed : Timer {
+  std::atomic<int> fired{0};
+  std::atomic<std::int64_t> result{1};
+  std::atomic<std::int64_t> at{0};
+  Countdown* done = nullptr;
+  static void on_event(const sched::Event& e, sched::Disposition) noexcept {
+    auto* self = static_cast<Timed*>(static_cast<Timer*>(e.target));
+    self->at = now_ns();
+    self->result = e.result;
+    self->fired.fetch_add(1);
+    self->done->count_down();
+  }
+};
+
+TEST_P(EngineTest, TimersFireNotBeforeTheirDeadlineAndCancelledOnesReportCancel) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+  auto engine = make(scheduler, {});
+  ASSERT_TRUE(engine);
+  std::vector<Timed> timers(200);
+  Countdown done(static_cast<std::uint32_t>(timers.size()));
+  const std::int64_t start = now_ns();
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    timers[i].deadline_ns = start + static_cast<std::int64_t>((i % 20) * 1'000'000);
+    timers[i].handler = &Timed::on_event;
+    timers[i].done = &done;
+    ASSERT_TRUE(engine->add_timer(timers[i]));
+  }
+  for (std::size_t i = 1; i < timers.size(); i += 10) engine->cancel_timer(timers[i]);
+  ASSERT_TRUE(done.wait());
+  for (std::size_t i = 0; i < timers.size(); ++i) {
+    EXPECT_EQ(timers[i].fired.load(), 1);
+    if (timers[i].result == 0) {
+      EXPECT_GE(timers[i].at.load(), timers[i].deadline_ns) << "fired early";
+    } else {
+      EXPECT_EQ(timers[i].result.load(), -ECANCELED);
+      EXPECT_EQ(i % 10, 1u);
+    }
+  }
+  engine->stop();
+  scheduler.stop();
+}
+
+TEST_P(EngineTest, CancelCompletesAPendingReceiveOnce) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  auto engine = make(scheduler, {});
+  ASSERT_TRUE(engine);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto d = engine->attach(fds[0]);
+  ASSERT_TRUE(d);
+  Countdown done(1);
+  Receive op;
+  op.descriptor = *d;
+  op.data = &op.byte;
+  op.size = 1;
+  op.complete = &Receive::on_complete;
+  op.done = &done;
+  ASSERT_FALSE(engine->start(op));
+  engine->cancel(op);
+  ASSERT_TRUE(done.wait());
+  EXPECT_EQ(op.last.load(), -ECANCELED);
+  engine->cancel(op);  // a second cancel after completion is harmless
+  EXPECT_EQ(op.completions.load(), 1);
+  engine->close(*d);
+  ::close(fds[1]);
+  engine->stop();
+  scheduler.stop();
+}
+
+TEST_P(EngineTest, InlineModeRunsCompletionsOnThePoller) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  EngineOptions o;
+  o.inline_completions = true;
+  auto engine = make(scheduler, o);
+  ASSERT_TRUE(engine);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto d = engine->attach(fds[0]);
+  ASSERT_TRUE(d);
+  Countdown done(1);
+  Receive op;
+  op.descriptor = *d;
+  op.data = &op.byte;
+  op.size = 1;
+  op.complete = &Receive::on_complete;
+  op.done = &done;
+  ASSERT_FALSE(engine->start(op));
+  ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  ASSERT_TRUE(done.wait());
+  EXPECT_EQ(op.last.load(), 1);
+  EXPECT_EQ(engine->counters().trees, 0u);  // nothing went through the scheduler
+  engine->close(*d);
+  ::close(fds[1]);
+  engine->stop();
+  scheduler.stop();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, EngineTest, ::testing::ValuesIn(Engine::available()),
+                         [](const auto& p) { return p.param; });
+
+TEST(EngineOptions, RejectsUnknownNamesAndBadRanges) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  EngineOptions o;
+  o.kind = "kqueue-on-linux";
+  auto e = Engine::create(scheduler, o);
+  ASSERT_FALSE(e);
+  EXPECT_EQ(e.error(), std::errc::invalid_argument);
+  o.kind = "epoll";
+  o.max_tree = 0;
+  EXPECT_FALSE(Engine::create(scheduler, o));
+  o.max_tree = 16;
+  o.pollers = 0;
+  EXPECT_FALSE(Engine::create(scheduler, o));
+  scheduler.stop();
+}
+
+TEST(EngineOptions, FromEnvironment) {
+  ::setenv("ARBOR_ENGINE", "epoll", 1);
+  ::setenv("ARBOR_POLLERS", "2", 1);
+  ::setenv("ARBOR_MAX_TREE", "4", 1);
+  auto o = EngineOptions::from_env();
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->kind, "epoll");
+  EXPECT_EQ(o->pollers, 2);
+  EXPECT_EQ(o->max_tree, 4u);
+  ::setenv("ARBOR_ENGINE", "nope", 1);
+  EXPECT_FALSE(EngineOptions::from_env());
+  ::setenv("ARBOR_ENGINE", "auto", 1);
+  ::setenv("ARBOR_POLLERS", "two", 1);
+  EXPECT_FALSE(EngineOptions::from_env());
+  ::unsetenv("ARBOR_ENGINE");
+  ::unsetenv("ARBOR_POLLERS");
+  ::unsetenv("ARBOR_MAX_TREE");
+}
+
+TEST(Engine, AutoPrefersUringWhenAvailable) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  auto e = Engine::create(scheduler, {});
+  ASSERT_TRUE(e);
+  EXPECT_EQ(std::string((*e)->name()), Engine::available().front());
+  (*e)->stop();
+  scheduler.stop();
+}
+
+}  // namespace
+}  // namespace arbor::io

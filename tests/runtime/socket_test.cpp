@@ -1,0 +1,457 @@
+// Socket tests, run against every engine available here (parameterised). Everything stays on
+// 127.0.0.1 with ephemeral ports; every server is started and stopped by its test.
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <utility>
+#include <vector>
+
+#include "../sched/test_support.hpp"
+#include "arbor/arbor.hpp"
+#include "arbor/io/socket.hpp"
+#include "runtime_support.hpp"
+
+namespace arbor {
+namespace {
+
+using namespace std::chrono_literals;
+using Bytes = std::vector<std::byte>;
+
+Bytes bytes_of(std::string_view s) {
+  Bytes b(s.size());
+  std::memcpy(b.data(), s.data(), s.size());
+  return b;
+}
+
+std::uint64_t fnv1a(std::span<const std::byte> data, std::uint64_t h = 1469598103934665603ull) {
+  for (std::byte b : data) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
+  return h;
+}
+
+struct Pair {
+  TcpStream client;
+  TcpStream server;
+};
+
+// A connected pair over a fresh listener on 127.0.0.1:0.
+Task<Result<Pair>> connected_pair(Runtime& rt) {
+  auto listener = TcpListener::bind(rt, Address::loopback_v4(0));
+  if (!listener) co_return listener.error();
+  auto accepted = rt.spawn(listener->accept());
+  auto client = co_await TcpStream::connect(rt, *listener->local_address());
+  auto server = co_await std::move(accepted);
+  if (!client) co_return client.error();
+  if (!server) co_return server.error();
+  co_return Pair{std::move(*client), std::move(*server)};
+}
+
+class SocketTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    rt_ = test::make_runtime(GetParam());
+    ASSERT_TRUE(rt_);
+  }
+  template <class T>
+  T run(Task<T> task) {
+    return rt_->block_on(std::move(task));
+  }
+  std::unique_ptr<Runtime> rt_;
+};
+
+TEST_P(SocketTest, AcceptConnectReadWrite) {
+  auto body = [](Runtime& rt) -> Task<std::string> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return "pair: " + pair.error().message();
+    auto msg = bytes_of("hello, arbor");
+    if (!co_await pair->client.write_all(msg)) co_return "client write";
+    Bytes got(msg.size());
+    if (!co_await pair->server.read_exact(got)) co_return "server read";
+    if (!co_await pair->server.write_all(got)) co_return "server write";
+    Bytes back(msg.size());
+    if (!co_await pair->client.read_exact(back)) co_return "client read";
+    co_return back == msg ? "ok" : "mismatch";
+  };
+  EXPECT_EQ(run(body(*rt_)), "ok");
+}
+
+TEST_P(SocketTest, PeerAddressesMatch) {
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    co_return *pair->client.local_address() == *pair->server.peer_address() &&
+        *pair->server.local_address() == *pair->client.peer_address();
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, EndOfStreamReadsZeroAndReadExactReportsIt) {
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    auto msg = bytes_of("abc");
+    (void)co_await pair->client.write_all(msg);
+    pair->client.close();
+    Bytes buf(10);
+    auto exact = co_await pair->server.read_exact(buf);  // 3 bytes, then EOF
+    if (exact || exact.error() != Errc::end_of_stream) co_return false;
+    auto n = co_await pair->server.read_some(buf);
+    co_return n && *n == 0;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, HalfCloseStillLetsThePeerReply) {
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    auto request = bytes_of("request");
+    (void)co_await pair->client.write_all(request);
+    if (!pair->client.shutdown_write()) co_return false;
+    Bytes all;
+    std::byte buf[64];
+    for (;;) {  // server reads until end of stream
+      auto n = co_await pair->server.read_some(buf);
+      if (!n) co_return false;
+      if (*n == 0) break;
+      all.insert(all.end(), buf, buf + *n);
+    }
+    if (all != request) co_return false;
+    auto reply = bytes_of("reply");
+    if (!co_await pair->server.write_all(reply)) co_return false;
+    Bytes got(reply.size());
+    co_return (co_await pair->client.read_exact(got)).has_value() && got == reply;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, PeerResetIsAnErrorOnRead) {
+  auto body = [](Runtime& rt) -> Task<std::error_code> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return pair.error();
+    (void)pair->client.set_linger_reset();
+    pair->client.close();
+    std::byte buf[16];
+    auto n = co_await pair->server.read_some(buf);
+    co_return n ? std::error_code{} : n.error();
+  };
+  EXPECT_EQ(run(body(*rt_)), std::errc::connection_reset);
+}
+
+TEST_P(SocketTest, WriteToAResetPeerFailsWithoutKillingTheProcess) {
+  auto body = [](Runtime& rt) -> Task<std::error_code> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return pair.error();
+    (void)pair->client.set_linger_reset();
+    pair->client.close();
+    Bytes chunk(64 * 1024, std::byte{1});
+    for (int i = 0; i < 1000; ++i) {
+      auto w = co_await pair->server.write_all(chunk);
+      if (!w) co_return w.error();
+    }
+    co_return std::error_code{};
+  };
+  const auto e = run(body(*rt_));
+  EXPECT_TRUE(e == std::errc::broken_pipe || e == std::errc::connection_reset) << e.message();
+}
+
+TEST_P(SocketTest, ConnectionRefused) {
+  // Find a free port, then close it so nobody listens there.
+  auto probe = io::open_socket(Address::loopback_v4(0), io::SocketType::tcp);
+  ASSERT_TRUE(probe);
+  ASSERT_FALSE(io::bind(*probe, Address::loopback_v4(0)));
+  const Address target = *io::local_address(*probe);
+  io::close_handle(*probe);
+  auto body = [](Runtime& rt, Address a) -> Task<std::error_code> {
+    auto s = co_await TcpStream::connect(rt, a);
+    co_return s ? std::error_code{} : s.error();
+  };
+  EXPECT_EQ(run(body(*rt_, target)), std::errc::connection_refused);
+}
+
+TEST_P(SocketTest, SixtyFourMebibytesArriveIntactBothWays) {
+  constexpr std::size_t kTotal = 64u << 20;
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    auto writer = [](TcpStream& s) -> Task<std::uint64_t> {
+      std::mt19937_64 rng(42);
+      std::vector<std::uint64_t> block(8192);
+      std::uint64_t hash = 1469598103934665603ull;
+      for (std::size_t sent = 0; sent < kTotal; sent += block.size() * 8) {
+        for (auto& w : block) w = rng();
+        auto bytes = std::as_bytes(std::span(block));
+        hash = fnv1a(bytes, hash);
+        if (!co_await s.write_all(bytes)) co_return 0;
+      }
+      (void)s.shutdown_write();
+      co_return hash;
+    };
+    auto reader = [](TcpStream& s) -> Task<std::uint64_t> {
+      std::vector<std::byte> buf(100'000);  // not a multiple of the writer's block
+      std::uint64_t hash = 1469598103934665603ull;
+      std::size_t total = 0;
+      for (;;) {
+        auto n = co_await s.read_some(buf);
+        if (!n) co_return 1;
+        if (*n == 0) break;
+        hash = fnv1a(std::span(buf).first(*n), hash);
+        total += *n;
+      }
+      co_return total == kTotal ? hash : 2;
+    };
+    auto [sent, received] = co_await when_all(writer(pair->client), reader(pair->server));
+    co_return sent != 0 && sent == received;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, ThousandConcurrentConnections) {
+  constexpr int kClients = 1000;
+  auto body = [](Runtime& rt) -> Task<int> {
+    auto listener = TcpListener::bind(rt, Address::loopback_v4(0), {.backlog = 4096});
+    if (!listener) co_return -1;
+    auto echo = [](TcpStream s) -> Task<void> {
+      std::byte buf[64];
+      for (;;) {
+        auto n = co_await s.read_some(buf);
+        if (!n || *n == 0) co_return;
+        if (!co_await s.write_all({buf, *n})) co_return;
+      }
+    };
+    auto server = [](Runtime& r, TcpListener& l, decltype(echo) e) -> Task<void> {
+      for (int i = 0; i < kClients; ++i) {
+        auto s = co_await l.accept();
+        if (!s) co_return;
+        r.spawn(e(std::move(*s))).detach();
+      }
+    };
+    auto accepting = rt.spawn(server(rt, *listener, echo));
+    auto client = [](Runtime& r, Address a, int k) -> Task<bool> {
+      auto s = co_await TcpStream::connect(r, a);
+      if (!s) co_return false;
+      std::uint64_t out = static_cast<std::uint64_t>(k) * 2654435761u, in = 0;
+      if (!co_await s->write_all(std::as_bytes(std::span(&out, 1)))) co_return false;
+      if (!co_await s->read_exact(std::as_writable_bytes(std::span(&in, 1)))) co_return false;
+      co_return in == out;
+    };
+    std::vector<Task<bool>> clients;
+    const Address a = *listener->local_address();
+    for (int k = 0; k < kClients; ++k) clients.push_back(client(rt, a, k));
+    auto results = co_await when_all(std::move(clients));
+    co_await std::move(accepting);
+    co_return static_cast<int>(std::count(results.begin(), results.end(), true));
+  };
+  EXPECT_EQ(run(body(*rt_)), kClients);
+}
+
+TEST_P(SocketTest, ReadTimeoutLeavesTheStreamUsable) {
+  auto body = [](Runtime& rt) -> Task<std::string> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return "pair";
+    Bytes buf(4);
+    auto r = co_await with_timeout(20ms, pair->server.read_exact(buf));
+    if (r || r.error() != std::errc::timed_out) co_return "expected timed_out";
+    auto msg = bytes_of("late");
+    if (!co_await pair->client.write_all(msg)) co_return "write";
+    if (!co_await pair->server.read_exact(buf)) co_return "read after timeout";
+    co_return buf == msg ? "ok" : "mismatch";
+  };
+  EXPECT_EQ(run(body(*rt_)), "ok");
+}
+
+TEST_P(SocketTest, StopCancelsPendingReadAndAccept) {
+  auto pair_task = [](Runtime& rt) -> Task<Result<Pair>> { co_return co_await connected_pair(rt); };
+  auto pair = run(pair_task(*rt_));
+  ASSERT_TRUE(pair);
+  auto listener = TcpListener::bind(*rt_, Address::loopback_v4(0));
+  ASSERT_TRUE(listener);
+  sched::test::Countdown started(2);
+  auto reader = rt_->spawn([](TcpStream& s, sched::test::Countdown& st) -> Task<std::error_code> {
+    st.count_down();
+    std::byte buf[8];
+    auto n = co_await s.read_some(buf);
+    co_return n ? std::error_code{} : n.error();
+  }(pair->server, started));
+  auto acceptor = rt_->spawn([](TcpListener& l, sched::test::Countdown& st) -> Task<std::error_code> {
+    st.count_down();
+    auto s = co_await l.accept();
+    co_return s ? std::error_code{} : s.error();
+  }(*listener, started));
+  ASSERT_TRUE(started.wait());
+  rt_->request_stop();
+  EXPECT_EQ(reader.join_blocking(), std::errc::operation_canceled);
+  EXPECT_EQ(acceptor.join_blocking(), std::errc::operation_canceled);
+}
+
+// With one worker, a task spawned by a running task runs only once that task suspends, so
+// the close below always meets a read that is already pending.
+TEST_P(SocketTest, CloseCompletesAPendingReadWithOperationCanceled) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto closer = r.spawn([](TcpStream& s) -> Task<void> {
+      s.close();
+      co_return;
+    }(pair->server));
+    std::byte buf[8];
+    auto n = co_await pair->server.read_some(buf);
+    co_await std::move(closer);
+    if (n) co_return "read succeeded";
+    if (n.error() != std::errc::operation_canceled) co_return n.error().message();
+    auto again = co_await pair->server.read_some(buf);  // after close: an error, not a crash
+    co_return !again && again.error() == std::errc::bad_file_descriptor ? "ok" : "after close";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
+TEST_P(SocketTest, SecondConcurrentReadIsBusy) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto second = r.spawn([](TcpStream& s) -> Task<std::error_code> {
+      std::byte b[1];
+      auto n = co_await s.read_some(b);
+      s.close();  // releases the first reader
+      co_return n ? std::error_code{} : n.error();
+    }(pair->server));
+    std::byte buf[8];
+    auto first = co_await pair->server.read_some(buf);
+    auto e = co_await std::move(second);
+    if (e != std::errc::device_or_resource_busy) co_return "second: " + e.message();
+    co_return !first && first.error() == std::errc::operation_canceled ? "ok" : "first";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
+TEST_P(SocketTest, GatherWriteSendsBuffersInOrder) {
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    std::vector<Bytes> parts;
+    std::vector<io::ConstBuffer> views;
+    Bytes expected;
+    for (int i = 0; i < 100; ++i) {  // more buffers than one gather call takes
+      parts.push_back(Bytes(static_cast<std::size_t>(i * 37 % 5000), std::byte(i)));
+    }
+    for (auto& p : parts) {
+      views.push_back({p.data(), p.size()});
+      expected.insert(expected.end(), p.begin(), p.end());
+    }
+    auto reader = [](TcpStream& s, std::size_t n) -> Task<Bytes> {
+      Bytes got(n);
+      if (!co_await s.read_exact(got)) got.clear();
+      co_return got;
+    };
+    auto [w, got] = co_await when_all(pair->client.write_all(views),
+                                      reader(pair->server, expected.size()));
+    co_return w.has_value() && got == expected;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, UdpRoundTrip) {
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto a = UdpSocket::bind(rt, Address::loopback_v4(0));
+    auto b = UdpSocket::bind(rt, Address::loopback_v4(0));
+    if (!a || !b) co_return false;
+    const Address b_addr = *b->local_address();
+    auto msg = bytes_of("datagram");
+    if (!co_await a->send_to(msg, b_addr)) co_return false;
+    std::byte buf[64];
+    Address from;
+    auto n = co_await b->receive_from(buf, from);
+    co_return n && *n == msg.size() && std::memcmp(buf, msg.data(), *n) == 0 &&
+        from == *a->local_address();
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+TEST_P(SocketTest, Ipv6Loopback) {
+  auto probe = io::open_socket(Address::loopback_v6(0), io::SocketType::tcp);
+  if (!probe) GTEST_SKIP() << "no IPv6 here";
+  const bool bound = !io::bind(*probe, Address::loopback_v6(0));
+  io::close_handle(*probe);
+  if (!bound) GTEST_SKIP() << "no ::1 here";
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto listener = TcpListener::bind(rt, Address::loopback_v6(0));
+    if (!listener) co_return false;
+    auto accepted = rt.spawn(listener->accept());
+    auto client = co_await TcpStream::connect(rt, *listener->local_address());
+    auto server = co_await std::move(accepted);
+    co_return client && server && client->peer_address()->is_v6();
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+// Descriptor exhaustion: with RLIMIT_NOFILE lowered so accept() fails with EMFILE, the
+// listener backs off (its retry timer is pending) instead of failing or spinning, and accepts
+// every waiting connection once descriptors are available again.
+TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
+  constexpr int kClients = 8;
+  auto listener = TcpListener::bind(*rt_, Address::loopback_v4(0));
+  ASSERT_TRUE(listener);
+  const Address address = *listener->local_address();
+  // Clients connect with plain blocking sockets; the kernel completes their handshakes into
+  // the backlog without any accept().
+  std::vector<int> clients;
+  for (int i = 0; i < kClients; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::connect(fd, static_cast<const sockaddr*>(address.native()), address.native_size()),
+              0);
+    clients.push_back(fd);
+  }
+  rlimit original{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
+  // The lowest free descriptor number is where the next accept would land; allow none.
+  const int probe = ::dup(0);
+  ASSERT_GE(probe, 0);
+  ::close(probe);
+  rlimit lowered = original;
+  lowered.rlim_cur = static_cast<rlim_t>(probe);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lowered), 0);
+
+  auto server = rt_->spawn([](TcpListener& l) -> Task<std::vector<TcpStream>> {
+    std::vector<TcpStream> accepted;
+    while (accepted.size() < kClients) {
+      auto s = co_await l.accept();
+      if (!s) break;
+      accepted.push_back(std::move(*s));
+    }
+    co_return accepted;
+  }(*listener));
+  // The accept loop is backing off once its retry sleep is pending.
+  ASSERT_TRUE(sched::test::eventually([&] { return rt_->engine().counters().timers > 0; }));
+  const auto waits_while_exhausted = rt_->engine().counters().waits;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &original), 0);
+  auto accepted = server.join_blocking();
+  ASSERT_EQ(accepted.size(), static_cast<std::size_t>(kClients));
+  // Not spinning: the poller woke a bounded number of times (timer wake-ups, not millions).
+  EXPECT_LT(rt_->engine().counters().waits - waits_while_exhausted, 10'000u);
+  // The recovered connections work.
+  for (int i = 0; i < kClients; ++i) ASSERT_EQ(::write(clients[static_cast<std::size_t>(i)], "x", 1), 1);
+  auto check = [](std::vector<TcpStream>& streams) -> Task<int> {
+    int ok = 0;
+    for (auto& s : streams) {
+      std::byte b[1];
+      if (co_await s.read_exact(b)) ++ok;
+    }
+    co_return ok;
+  };
+  EXPECT_EQ(rt_->block_on(check(accepted)), kClients);
+  for (int fd : clients) ::close(fd);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, SocketTest, ::testing::ValuesIn(io::Engine::available()),
+                         test::engine_name);
+
+}  // namespace
+}  // namespace arbor
