@@ -80,7 +80,12 @@ class EpollEngine final : public Engine {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = d;
-    if (::epoll_ctl(pollers_[poller].epfd, EPOLL_CTL_ADD, static_cast<int>(handle), &ev) != 0) {
+    int added;
+    {
+      std::lock_guard guard(pollers_[poller].registration);
+      added = ::epoll_ctl(pollers_[poller].epfd, EPOLL_CTL_ADD, static_cast<int>(handle), &ev);
+    }
+    if (added != 0) {
       const int e = errno;
       close_handle(handle);
       descriptors_pool_.release(d);
@@ -159,6 +164,13 @@ class EpollEngine final : public Engine {
     // Each epoll event can yield one event per side, so ask for half of out's room.
     const int max = static_cast<int>(std::min(p.events.size(), out.size() / 2));
     const int n = ::epoll_pwait2(p.epfd, p.events.data(), std::max(1, max), tsp, nullptr);
+    if (n > 0) {
+      // The kernel carried descriptor pointers from attach() to us; the C++ memory model (and
+      // ThreadSanitizer) cannot see that edge. epoll_ctl(ADD) runs under `registration`, and
+      // no event can name a descriptor before that call, so taking the lock here orders the
+      // attacher's writes before our reads.
+      std::lock_guard guard(p.registration);
+    }
     std::size_t count = 0;
     for (int i = 0; i < n; ++i) {
       const epoll_event& ev = p.events[static_cast<std::size_t>(i)];
@@ -191,6 +203,7 @@ class EpollEngine final : public Engine {
 
  private:
   struct Poller {
+    std::mutex registration;
     int epfd = -1;
     int eventfd = -1;
     std::vector<epoll_event> events;
