@@ -31,13 +31,15 @@ struct Descriptor {
   Operation* slot[2] = {nullptr, nullptr};
   std::uint32_t seq[2] = {0, 0};  // readiness generations (readiness engines)
   Descriptor* next_free = nullptr;
+  Operation::Link close_link;  // io_uring: the close request handed to the poller
+  bool close_queued = false;   // io_uring: close_link is in the poller's queue
 
   static constexpr int side(OpKind kind) noexcept { return is_read_side(kind) ? 0 : 1; }
 
   void reset(Handle handle, int owner) noexcept {
     fd = handle;
     poller = owner;
-    closed = fd_closed = false;
+    closed = fd_closed = close_queued = false;
     busy = 0;
     slot[0] = slot[1] = nullptr;
   }

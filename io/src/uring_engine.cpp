@@ -1,20 +1,31 @@
 // UringEngine: the completion backend (Linux io_uring through liburing).
 //
-// Operations become SQEs whose user_data is the Operation; a CQE becomes an event that
-// completes it. Submission: workers prepare SQEs under the ring's SQ lock; inside a
-// SubmitBatch (every completion runs inside one) they only queue, and the batch ends with a
-// single io_uring_enter for everything the completion started. The poller thread only waits
-// for CQEs (with IORING_FEAT_EXT_ARG the timeout needs no SQE, so the poller never touches
-// the SQ without the lock) and harvests up to K of them per wake-up.
+// Each ring belongs to its poller thread: it is the only thread that prepares SQEs, submits
+// and reaps (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN where the kernel has
+// them). That matters for speed, not just tidiness: io_uring runs an operation's completion
+// work in the context of the task that submitted it, so a ring fed by many workers makes the
+// kernel interrupt or wake those workers for every completion. Owned by the poller, all of it
+// happens inside the poller's own io_uring_enter.
 //
-// Sends are tried once with MSG_DONTWAIT before going to the ring: on a connection with room
-// in its socket buffer they finish in the call, saving a ring round trip and a hand-off.
-// Cancellation is IORING_OP_ASYNC_CANCEL by user_data. Closing a socket cancels its pending
-// operations and flushes the SQ before close(2), so no queued SQE can name a reused fd.
+// Workers hand requests to the poller through a lock-free intrusive stack (Treiber push; the
+// poller takes the whole stack and reverses it, so requests are handled in order). Start,
+// cancel and close requests for one socket are pushed under the descriptor's lock, so the
+// poller sees them in the order they were made: a close always follows the starts before it.
+// A sleeping poller is woken through an eventfd it keeps a read posted on; a worker wakes it
+// only if the poller said it was going to sleep (a Dekker pair of seq_cst operations on
+// `incoming` and `sleeping`), and inside a SubmitBatch the wake is deferred to the end of the
+// completion, so one wake carries every operation that completion started.
+//
+// Sends are tried once with MSG_DONTWAIT on the worker first: on a connection with room in its
+// socket buffer they finish in the call, saving the hand-off both ways. The descriptor's
+// `busy` count keeps the fd open during that call; the poller closes fds, and only when busy
+// is zero. Cancellation is IORING_OP_ASYNC_CANCEL by user_data.
 //
 // Start-up probes the opcodes used and the features relied on; anything missing makes
 // create() fail, and "auto" then falls back to epoll.
 #include <liburing.h>
+#include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -29,53 +40,20 @@
 namespace arbor::io {
 namespace {
 
-constexpr std::uint64_t kIgnore = 0;  // cancel requests, wake NOPs
+constexpr std::uint64_t kIgnore = 0;  // cancel requests
+constexpr std::uint64_t kWakeRead = 1;  // the eventfd read
 
-struct Ring {
-  io_uring ring{};
-  bool initialised = false;
-  std::mutex sq_mutex;
-  unsigned unsubmitted = 0;  // guarded by sq_mutex
-  std::atomic<std::uint64_t>* submits = nullptr;
+enum LinkKind : std::uint8_t { kStart = 1, kCancel = 2, kClose = 3 };
 
-  ~Ring() {
-    if (initialised) io_uring_queue_exit(&ring);
-  }
-
-  // Under sq_mutex: an SQE, submitting the queued ones first if the SQ is full.
-  io_uring_sqe* get_sqe() noexcept {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    while (sqe == nullptr) {
-      submit_locked();
-      sqe = io_uring_get_sqe(&ring);
-    }
-    ++unsubmitted;
-    return sqe;
-  }
-
-  void submit_locked() noexcept {
-    if (unsubmitted == 0) return;
-    int r;
-    do {
-      r = io_uring_submit(&ring);
-    } while (r == -EINTR);
-    // -EAGAIN/-EBUSY: the kernel is short of resources or the CQ is overflowing; the SQEs stay
-    // queued and the next submit (or the poller's) retries them.
-    if (r >= 0) unsubmitted = 0;
-    submits->fetch_add(1, std::memory_order_relaxed);
-  }
-
-  // Called when a SubmitBatch ends (or at once outside one).
-  static void flush(void* context) noexcept {
-    auto* self = static_cast<Ring*>(context);
-    std::lock_guard guard(self->sq_mutex);
-    self->submit_locked();
-  }
-
-  void submitted_one() noexcept {  // under sq_mutex, after preparing SQEs
-    if (!SubmitBatch::defer(&Ring::flush, this)) submit_locked();
-  }
-};
+Operation* op_of_start(Operation::Link* l) noexcept {
+  return reinterpret_cast<Operation*>(reinterpret_cast<char*>(l) - offsetof(Operation, start_link));
+}
+Operation* op_of_cancel(Operation::Link* l) noexcept {
+  return reinterpret_cast<Operation*>(reinterpret_cast<char*>(l) - offsetof(Operation, cancel_link));
+}
+Descriptor* descriptor_of_close(Operation::Link* l) noexcept {
+  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) - offsetof(Descriptor, close_link));
+}
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   switch (op.kind) {
@@ -112,8 +90,8 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
       m->msg_iovlen = 1;
       if (op.address != nullptr) {
         m->msg_name = op.address->native();
-        m->msg_namelen = op.kind == OpKind::send_to ? op.address->native_size()
-                                                    : Address::capacity();
+        m->msg_namelen =
+            op.kind == OpKind::send_to ? op.address->native_size() : Address::capacity();
       }
       if (op.kind == OpKind::send_to)
         io_uring_prep_sendmsg(sqe, fd, m, MSG_NOSIGNAL);
@@ -125,6 +103,61 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   io_uring_sqe_set_data(sqe, &op);
 }
 
+struct Ring {
+  io_uring ring{};
+  bool initialised = false;
+  int eventfd = -1;
+  std::uint64_t eventfd_value = 0;
+  bool wake_read_posted = false;  // poller thread only
+  // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
+  std::atomic<Operation::Link*> incoming{nullptr};
+  std::atomic<bool> sleeping{false};
+  std::atomic<std::uint64_t>* wakes = nullptr;
+
+  ~Ring() {
+    if (initialised) io_uring_queue_exit(&ring);
+    if (eventfd >= 0) ::close(eventfd);
+  }
+
+  /// Pushes a request; returns true if the stack was empty (the poller may need waking).
+  bool push(Operation::Link& link) noexcept {
+    Operation::Link* head = incoming.load(std::memory_order_relaxed);
+    do {
+      link.next = head;
+    } while (!incoming.compare_exchange_weak(head, &link, std::memory_order_seq_cst,
+                                             std::memory_order_relaxed));
+    return head == nullptr;
+  }
+
+  void wake_now() noexcept {
+    wakes->fetch_add(1, std::memory_order_relaxed);
+    const std::uint64_t one = 1;
+    [[maybe_unused]] auto r = ::write(eventfd, &one, sizeof one);
+  }
+
+  static void wake_if_sleeping(void* context) noexcept {
+    auto* self = static_cast<Ring*>(context);
+    if (self->sleeping.load(std::memory_order_seq_cst) &&
+        self->sleeping.exchange(false, std::memory_order_seq_cst))
+      self->wake_now();
+  }
+
+  /// After a push: wake the poller now, or at the end of the current SubmitBatch.
+  void notify() noexcept {
+    if (!SubmitBatch::defer(&Ring::wake_if_sleeping, this)) wake_if_sleeping(this);
+  }
+
+  /// Poller thread: an SQE, submitting what is queued first if the SQ is full.
+  io_uring_sqe* get_sqe() noexcept {
+    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
+    while (sqe == nullptr) {
+      io_uring_submit(&ring);
+      sqe = io_uring_get_sqe(&ring);
+    }
+    return sqe;
+  }
+};
+
 class UringEngine final : public Engine {
  public:
   UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
@@ -133,24 +166,10 @@ class UringEngine final : public Engine {
   std::error_code init() {
     for (auto& r : rings_) {
       r = std::make_unique<Ring>();
-      r->submits = &submits_;
-      io_uring_params params{};
-      params.flags = IORING_SETUP_CLAMP;
-      const int e = io_uring_queue_init_params(options().ring_entries, &r->ring, &params);
-      if (e < 0) return {-e, std::system_category()};
-      r->initialised = true;
-      constexpr unsigned kNeeded = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
-      if ((params.features & kNeeded) != kNeeded)
-        return std::make_error_code(std::errc::function_not_supported);
-      io_uring_probe* probe = io_uring_get_probe_ring(&r->ring);
-      if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
-      bool ok = true;
-      for (int opcode : {IORING_OP_NOP, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG,
-                         IORING_OP_RECVMSG, IORING_OP_ACCEPT, IORING_OP_CONNECT,
-                         IORING_OP_ASYNC_CANCEL})
-        ok = ok && io_uring_opcode_supported(probe, opcode);
-      io_uring_free_probe(probe);
-      if (!ok) return std::make_error_code(std::errc::function_not_supported);
+      r->wakes = &submits_;
+      r->eventfd = ::eventfd(0, EFD_CLOEXEC);
+      if (r->eventfd < 0) return {errno, std::system_category()};
+      if (auto e = setup(*r)) return e;
     }
     start_pollers();
     return {};
@@ -159,6 +178,7 @@ class UringEngine final : public Engine {
   ~UringEngine() override { stop(); }
 
   const char* name() const noexcept override { return "uring"; }
+  const char* mode() const noexcept { return mode_; }
 
   Result<Descriptor*> attach(Handle handle) noexcept override {
     if (int e = make_non_blocking(handle); e != 0) {
@@ -177,6 +197,7 @@ class UringEngine final : public Engine {
     {
       std::lock_guard guard(d->lock);
       d->reset(handle, ring);
+      d->close_link.kind = kClose;
     }
     descriptors_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -185,27 +206,167 @@ class UringEngine final : public Engine {
   bool start(Operation& op) noexcept override {
     Descriptor& d = *op.descriptor;
     const int side = Descriptor::side(op.kind);
+    Ring& ring = ring_of(d);
     if (op.kind == OpKind::send || op.kind == OpKind::send_vectored) {
       {
         std::lock_guard guard(d.lock);
         if (!admit(d, op, side)) return true;
-        ++d.busy;  // keeps the fd open while the syscall runs outside the lock
+        ++d.busy;  // keeps the fd open while the system call runs outside the lock
       }
       const std::int64_t r = perform(op, d.fd);
-      Descriptor::Finish finish;
+      bool queued = false;
       {
         std::lock_guard guard(d.lock);
         --d.busy;
-        if (r == -EAGAIN && !d.closed) return queue(d, op, side);
-        finish = d.finish_if_closed();
+        if (r == -EAGAIN && !d.closed) {
+          queue_start(ring, d, op, side);
+          queued = true;
+        } else {
+          queue_close_if_due(ring, d);
+        }
       }
-      finish_close(&d, finish);
+      if (queued) ring.notify();
+      if (queued) return false;
       op.result = r == -EAGAIN ? -ECANCELED : r;
       return true;
     }
-    std::lock_guard guard(d.lock);
-    if (!admit(d, op, side)) return true;
-    return queue(d, op, side);
+    {
+      std::lock_guard guard(d.lock);
+      if (!admit(d, op, side)) return true;
+      queue_start(ring, d, op, side);
+    }
+    ring.notify();
+    return false;
+  }
+
+  void cancel(Operation& op) noexcept override {
+    Descriptor& d = *op.descriptor;
+    Ring& ring = ring_of(d);
+    {
+      std::lock_guard guard(d.lock);
+      op.cancel_requested.store(true, std::memory_order_relaxed);
+      // Not pending (finished, or never started): nothing to do. A start still in the queue
+      // sees cancel_requested when the poller reaches it.
+      if (d.slot[Descriptor::side(op.kind)] != &op || op.cancel_link.kind == kCancel) return;
+      op.cancel_link.kind = kCancel;
+      ring.push(op.cancel_link);
+    }
+    ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
+  }
+
+  void close(Descriptor* d) noexcept override {
+    Ring& ring = ring_of(*d);
+    {
+      std::lock_guard guard(d->lock);
+      if (d->closed) return;
+      d->closed = true;
+      d->close_queued = true;
+      ring.push(d->close_link);
+    }
+    ring.wake_if_sleeping(&ring);
+  }
+
+ protected:
+  std::size_t wait(int poller, std::int64_t timeout_ns,
+                   std::span<sched::Event> out) noexcept override {
+    Ring& r = *rings_[static_cast<std::size_t>(poller)];
+    if (!r.wake_read_posted) {
+      io_uring_sqe* sqe = r.get_sqe();
+      io_uring_prep_read(sqe, r.eventfd, &r.eventfd_value, sizeof r.eventfd_value, 0);
+      io_uring_sqe_set_data64(sqe, kWakeRead);
+      r.wake_read_posted = true;
+    }
+    // Drain requests; announce sleep; drain again if something arrived meanwhile.
+    for (;;) {
+      drain(r);
+      r.sleeping.store(true, std::memory_order_seq_cst);
+      if (r.incoming.load(std::memory_order_seq_cst) == nullptr) break;
+      r.sleeping.store(false, std::memory_order_relaxed);
+    }
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts{};
+    if (timeout_ns >= 0) {
+      ts.tv_sec = timeout_ns / 1'000'000'000;
+      ts.tv_nsec = timeout_ns % 1'000'000'000;
+    }
+    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1,
+                                                   timeout_ns >= 0 ? &ts : nullptr, nullptr);
+    r.sleeping.store(false, std::memory_order_relaxed);
+    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
+      log::error("io_uring wait failed: {}", std::strerror(-e));
+    io_uring_cqe* cqes[512];
+    const unsigned max =
+        static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
+    const unsigned n = io_uring_peek_batch_cqe(&r.ring, cqes, max);
+    std::size_t count = 0;
+    for (unsigned i = 0; i < n; ++i) {
+      const std::uint64_t data = io_uring_cqe_get_data64(cqes[i]);
+      if (data == kIgnore) continue;
+      if (data == kWakeRead) {
+        r.wake_read_posted = false;
+        continue;
+      }
+      out[count++] = {&complete, reinterpret_cast<Operation*>(static_cast<std::uintptr_t>(data)),
+                      cqes[i]->res, reinterpret_cast<std::uintptr_t>(this)};
+    }
+    io_uring_cq_advance(&r.ring, n);
+    return count;
+  }
+
+  void wake(int poller) noexcept override {
+    rings_[static_cast<std::size_t>(poller)]->wake_now();
+  }
+
+ private:
+  Ring& ring_of(const Descriptor& d) noexcept { return *rings_[static_cast<std::size_t>(d.poller)]; }
+
+  std::error_code setup(Ring& r) {
+    // Preferred: a ring owned by one thread, enabled by that thread when it starts polling.
+    // Then progressively older setups.
+    struct Attempt {
+      unsigned flags;
+      const char* mode;
+    };
+    const Attempt attempts[] = {
+        {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
+         "single-issuer, deferred task work"},
+        {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
+        {0, "basic"},
+    };
+    int e = -EINVAL;
+    for (const auto& a : attempts) {
+      io_uring_params params{};
+      params.flags = a.flags | IORING_SETUP_CLAMP;
+      e = io_uring_queue_init_params(options().ring_entries, &r.ring, &params);
+      if (e < 0) continue;
+      r.initialised = true;
+      needs_enable_ = (a.flags & IORING_SETUP_R_DISABLED) != 0;
+      mode_ = a.mode;
+      constexpr unsigned kNeeded = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
+      if ((params.features & kNeeded) != kNeeded)
+        return std::make_error_code(std::errc::function_not_supported);
+      break;
+    }
+    if (e < 0) return {-e, std::system_category()};
+    io_uring_probe* probe = io_uring_get_probe_ring(&r.ring);
+    if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
+    bool ok = true;
+    for (int opcode : {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG,
+                       IORING_OP_RECVMSG, IORING_OP_ACCEPT, IORING_OP_CONNECT,
+                       IORING_OP_ASYNC_CANCEL})
+      ok = ok && io_uring_opcode_supported(probe, opcode);
+    io_uring_free_probe(probe);
+    if (!ok) return std::make_error_code(std::errc::function_not_supported);
+    return {};
+  }
+
+  void on_poller_start(int poller) noexcept override {
+    if (!needs_enable_) return;
+    // The submitter of a single-issuer ring is whoever enables it: this poller thread.
+    // Raw syscall: Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
+    const int fd = rings_[static_cast<std::size_t>(poller)]->ring.ring_fd;
+    if (::syscall(__NR_io_uring_register, fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
+      log::error("io_uring: enabling the ring failed: {}", std::strerror(errno));
   }
 
   // Under d.lock: whether op may start; if not, its inline result is set.
@@ -221,137 +382,121 @@ class UringEngine final : public Engine {
     return true;
   }
 
-  // Under d.lock: occupy the slot and queue the SQE. Holding d.lock here orders this SQE
-  // before any cancel SQE that close() queues, and the fd cannot be closed in between.
-  bool queue(Descriptor& d, Operation& op, int side) noexcept {
+  // Under d.lock: occupy the slot and hand the start to the poller (in lock order).
+  static void queue_start(Ring& ring, Descriptor& d, Operation& op, int side) noexcept {
     d.slot[side] = &op;
-    Ring& ring = *rings_[static_cast<std::size_t>(d.poller)];
-    std::lock_guard guard(ring.sq_mutex);
-    prepare(ring.get_sqe(), op, static_cast<int>(d.fd));
-    ring.submitted_one();
-    return false;
+    op.start_link.kind = kStart;
+    op.cancel_link.kind = 0;
+    ring.push(op.start_link);
   }
 
-  void cancel(Operation& op) noexcept override {
-    Descriptor& d = *op.descriptor;
-    const int side = Descriptor::side(op.kind);
-    bool pending;
+  // Under d.lock: a close that waited for `busy` to drain goes to the poller now.
+  static void queue_close_if_due(Ring& ring, Descriptor& d) noexcept {
+    if (d.closed && d.busy == 0 && !d.fd_closed && !d.close_queued) {
+      d.close_queued = true;
+      ring.push(d.close_link);
+    }
+  }
+
+  // Poller thread: turn every queued request into SQEs (or, for a closed socket, complete it).
+  void drain(Ring& r) noexcept {
+    Operation::Link* list = r.incoming.exchange(nullptr, std::memory_order_acquire);
+    Operation::Link* fifo = nullptr;
+    while (list != nullptr) {  // reverse: requests in the order they were made
+      Operation::Link* next = list->next;
+      list->next = fifo;
+      fifo = list;
+      list = next;
+    }
+    while (fifo != nullptr) {
+      Operation::Link* link = fifo;
+      fifo = fifo->next;
+      switch (link->kind) {
+        case kStart: {
+          Operation* op = op_of_start(link);
+          Descriptor& d = *op->descriptor;
+          bool refuse;
+          {
+            std::lock_guard guard(d.lock);
+            refuse = d.closed || op->cancel_requested.load(std::memory_order_relaxed);
+          }
+          if (refuse) {
+            finish_refused(*op);
+          } else {
+            prepare(r.get_sqe(), *op, static_cast<int>(d.fd));
+          }
+          break;
+        }
+        case kCancel: {
+          io_uring_sqe* sqe = r.get_sqe();
+          io_uring_prep_cancel(sqe, op_of_cancel(link), 0);
+          io_uring_sqe_set_data64(sqe, kIgnore);
+          break;
+        }
+        case kClose:
+          close_now(r, *descriptor_of_close(link));
+          break;
+      }
+    }
+  }
+
+  // A queued start whose socket was closed (or which was cancelled) before it reached the
+  // ring: complete it as if the kernel had cancelled it.
+  void finish_refused(Operation& op) noexcept {
+    const sched::Event event{&complete, &op, -ECANCELED, reinterpret_cast<std::uintptr_t>(this)};
+    deliver({&event, 1});
+  }
+
+  void close_now(Ring& r, Descriptor& d) noexcept {
+    Operation* pending[2];
+    Handle fd = kInvalidHandle;
+    bool release = false;
     {
       std::lock_guard guard(d.lock);
-      op.cancel_requested.store(true, std::memory_order_relaxed);
-      pending = d.slot[side] == &op;
-    }
-    if (!pending) return;
-    Ring& ring = *rings_[static_cast<std::size_t>(d.poller)];
-    std::lock_guard guard(ring.sq_mutex);
-    io_uring_sqe* sqe = ring.get_sqe();
-    io_uring_prep_cancel(sqe, &op, 0);
-    io_uring_sqe_set_data64(sqe, kIgnore);
-    ring.submit_locked();  // cancellation is urgent and rare: no batching
-  }
-
-  void close(Descriptor* d) noexcept override {
-    Operation* pending[2];
-    Descriptor::Finish finish;
-    {
-      std::lock_guard guard(d->lock);
-      if (d->closed) return;
-      d->closed = true;
-      pending[0] = d->slot[0];
-      pending[1] = d->slot[1];
-      finish = d->finish_if_closed();
-    }
-    Ring& ring = *rings_[static_cast<std::size_t>(d->poller)];
-    {
-      std::lock_guard guard(ring.sq_mutex);
-      for (Operation* op : pending) {
-        if (op == nullptr) continue;
-        op->cancel_requested.store(true, std::memory_order_relaxed);
-        io_uring_sqe* sqe = ring.get_sqe();
-        io_uring_prep_cancel(sqe, op, 0);
-        io_uring_sqe_set_data64(sqe, kIgnore);
+      d.close_queued = false;
+      pending[0] = d.slot[0];
+      pending[1] = d.slot[1];
+      if (d.busy == 0 && !d.fd_closed) {
+        d.fd_closed = true;
+        fd = d.fd;
+        release = d.slot[0] == nullptr && d.slot[1] == nullptr;
       }
-      ring.submit_locked();  // every SQE naming this fd reaches the kernel before close(2)
     }
-    finish_close(d, finish);
+    for (Operation* op : pending) {
+      if (op == nullptr) continue;
+      io_uring_sqe* sqe = r.get_sqe();
+      io_uring_prep_cancel(sqe, op, 0);
+      io_uring_sqe_set_data64(sqe, kIgnore);
+    }
+    if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
+    io_uring_submit(&r.ring);  // every SQE naming fd reaches the kernel before close(2)
+    ::close(static_cast<int>(fd));
+    descriptors_.fetch_sub(1, std::memory_order_relaxed);
+    if (release) pool_.release(&d);
   }
 
- protected:
-  std::size_t wait(int poller, std::int64_t timeout_ns,
-                   std::span<sched::Event> out) noexcept override {
-    Ring& r = *rings_[static_cast<std::size_t>(poller)];
-    {
-      std::lock_guard guard(r.sq_mutex);
-      r.submit_locked();  // anything a failed submit left behind
-    }
-    io_uring_cqe* cqe = nullptr;
-    __kernel_timespec ts{};
-    if (timeout_ns >= 0) {
-      ts.tv_sec = timeout_ns / 1'000'000'000;
-      ts.tv_nsec = timeout_ns % 1'000'000'000;
-    }
-    const int e = io_uring_wait_cqe_timeout(&r.ring, &cqe, timeout_ns >= 0 ? &ts : nullptr);
-    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
-      log::error("io_uring wait failed: {}", std::strerror(-e));
-    io_uring_cqe* cqes[512];
-    const unsigned max = static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
-    const unsigned n = io_uring_peek_batch_cqe(&r.ring, cqes, max);
-    std::size_t count = 0;
-    for (unsigned i = 0; i < n; ++i) {
-      const std::uint64_t data = io_uring_cqe_get_data64(cqes[i]);
-      if (data == kIgnore) continue;
-      out[count++] = {&complete, reinterpret_cast<Operation*>(static_cast<std::uintptr_t>(data)),
-                      cqes[i]->res, reinterpret_cast<std::uintptr_t>(this)};
-    }
-    io_uring_cq_advance(&r.ring, n);
-    if (n > 0) {
-      // The kernel carried op pointers from the submitters to us, but the C++ memory model
-      // (and ThreadSanitizer) cannot see that edge. Every SQE was queued and submitted under
-      // sq_mutex, and a CQE exists only once its submitter is inside io_uring_enter, so taking
-      // the lock here orders the submitter's writes to the Operation before its completion.
-      std::lock_guard guard(r.sq_mutex);
-    }
-    return count;
-  }
-
-  void wake(int poller) noexcept override {
-    Ring& r = *rings_[static_cast<std::size_t>(poller)];
-    std::lock_guard guard(r.sq_mutex);
-    io_uring_sqe* sqe = r.get_sqe();
-    io_uring_prep_nop(sqe);
-    io_uring_sqe_set_data64(sqe, kIgnore);
-    r.submit_locked();
-  }
-
- private:
   // A CQE for op: free its slot, then complete it (the slot must be free first so the
   // resumed coroutine can start its next operation on this side).
   static void complete(const sched::Event& event, sched::Disposition) noexcept {
     auto* op = static_cast<Operation*>(event.target);
     auto* self = reinterpret_cast<UringEngine*>(static_cast<std::uintptr_t>(event.data));
     Descriptor& d = *op->descriptor;
-    Descriptor::Finish finish;
+    bool release;
     {
       std::lock_guard guard(d.lock);
       d.slot[Descriptor::side(op->kind)] = nullptr;
-      finish = d.finish_if_closed();
+      release = d.closed && d.fd_closed && d.slot[0] == nullptr && d.slot[1] == nullptr;
     }
-    self->finish_close(&d, finish);
+    if (release) self->pool_.release(&d);
     SubmitBatch batch;  // recvmsg already wrote a receive_from peer into op.address
     op->complete(*op, event.result);
-  }
-
-  void finish_close(Descriptor* d, const Descriptor::Finish& finish) noexcept {
-    if (finish.close_fd != kInvalidHandle) {
-      ::close(static_cast<int>(finish.close_fd));
-      descriptors_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    if (finish.release) pool_.release(d);
   }
 
   std::vector<std::unique_ptr<Ring>> rings_;
   DescriptorPool pool_;
   std::atomic<std::uint64_t> next_ring_{0};
+  bool needs_enable_ = false;
+  const char* mode_ = "basic";
 };
 
 }  // namespace
@@ -361,10 +506,9 @@ Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& scheduler,
   auto engine = std::make_unique<UringEngine>(scheduler, options);
   if (auto ec = engine->init()) return ec;
   if (announce)
-    log::info(
-      "engine: io_uring, {} poller(s), batch {}, tree {}{}; single-shot accept and receive",
-      options.pollers, options.max_batch, options.max_tree,
-      options.inline_completions ? ", inline" : "");
+    log::info("engine: io_uring ({}), {} poller(s), batch {}, tree {}{}; single-shot operations",
+              engine->mode(), options.pollers, options.max_batch, options.max_tree,
+              options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

@@ -120,6 +120,8 @@ class Engine {
                            std::span<sched::Event> out) noexcept = 0;
   /// Makes poller's current or next wait() return soon.
   virtual void wake(int poller) noexcept = 0;
+  /// Runs on each poller thread before its first wait().
+  virtual void on_poller_start(int /*poller*/) noexcept {}
 
   /// Starts the poller threads; backends call it at the end of their constructor.
   void start_pollers();

@@ -66,6 +66,13 @@ struct Operation {
   std::int64_t result = 0;           // set when start() completes inline
 
   // Engine bookkeeping; callers leave these alone.
+  /// A node in an engine's hand-off queue (e.g. io_uring's submission queue to its poller).
+  struct Link {
+    Link* next = nullptr;
+    std::uint8_t kind = 0;
+  };
+  Link start_link;
+  Link cancel_link;
   std::atomic<bool> cancel_requested{false};
   std::uint32_t stage = 0;           // connect: 0 = not started, 1 = in progress (readiness)
   std::uint32_t ready_seq = 0;       // readiness engines: the readiness generation last tried
