@@ -43,6 +43,44 @@ void fire_timer(const sched::Event& event, sched::Disposition disposition) noexc
   timer->handler(event, disposition);
 }
 
+// Whether the poller may preempt the thread running on its CPU when the kernel wakes it.
+//
+// Under load, pollers and workers share cores (always, on small machines), and a poller woken
+// for every completion switches the worker out in the middle of the batch it is running:
+// measured on the pinned echo benchmark, that doubled server CPU per message. SCHED_BATCH
+// stops it: the worker finishes its batch, then the poller runs and hands over the next one.
+// But a SCHED_BATCH thread also waits for the tick (milliseconds) to get a CPU that anything
+// else is using, which turns a lightly loaded server's microseconds into milliseconds. So the
+// poller switches to SCHED_BATCH when it keeps finding a worker busy as it wakes (it would
+// preempt that worker), and back to SCHED_OTHER after a run of waits that each returned at
+// most one event (light load: nothing to batch, and latency is what matters). In batch mode
+// the poller usually runs just after the workers park, so "workers busy" is no signal there;
+// batch size is. Switching is a system call, made only on these transitions.
+class PollerPolicy {
+ public:
+  void observe(bool workers_busy, std::size_t events) noexcept {
+    if (!batch_) {
+      busy_ = workers_busy ? busy_ + 1 : 0;
+      if (busy_ >= kSwitchAfter) set(true);
+    } else {
+      quiet_ = events <= 1 ? quiet_ + 1 : 0;
+      if (quiet_ >= kQuietWaits) set(false);
+    }
+  }
+
+ private:
+  static constexpr int kSwitchAfter = 2;
+  static constexpr int kQuietWaits = 16;
+  void set(bool batch) noexcept {
+    sched_param param{};
+    if (::sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &param) == 0) batch_ = batch;
+    busy_ = quiet_ = 0;
+  }
+  bool batch_ = false;
+  int busy_ = 0;
+  int quiet_ = 0;
+};
+
 }  // namespace
 
 std::error_code EngineOptions::validate() const {
@@ -177,14 +215,7 @@ void Engine::run_poller(int poller) noexcept {
   const std::size_t k = options_.max_batch;
   std::vector<sched::Event> events(k);
   std::vector<Timer*> fired(k);
-  // SCHED_BATCH: a poller woken by the kernel does not preempt the worker running on its CPU.
-  // When pollers and workers share cores (always, on small machines), the worker then finishes
-  // the batch it is running before the poller hands it the next one, instead of being
-  // switched out at every completion. A core with nothing else to run still runs the poller
-  // at once, so an idle server's latency is unchanged.
-  sched_param param{};
-  if (::sched_setscheduler(0, SCHED_BATCH, &param) != 0)
-    log::debug("poller: SCHED_BATCH unavailable ({})", std::strerror(errno));
+  PollerPolicy policy;
   on_poller_start(poller);
   while (!stopping()) {
     std::int64_t timeout = -1;
@@ -195,6 +226,7 @@ void Engine::run_poller(int poller) noexcept {
     }
     std::size_t n = wait(poller, timeout, events);
     waits_.fetch_add(1, std::memory_order_relaxed);
+    policy.observe(scheduler_.parked_workers() < scheduler_.workers(), n);
     if (poller == 0 && n < k) {
       const std::size_t t = timers_.pop_expired(now_ns(), fired.data(), k - n);
       for (std::size_t i = 0; i < t; ++i) events[n++] = {&fire_timer, fired[i], 0, 0};
