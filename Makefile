@@ -27,6 +27,7 @@ run: release
 perf: release
 	perf/compare-roundtrip
 	perf/compare-spawn
+	perf/compare-echo
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')
