@@ -31,8 +31,13 @@ struct Descriptor {
   Operation* slot[2] = {nullptr, nullptr};
   std::uint32_t seq[2] = {0, 0};  // readiness generations (readiness engines)
   Descriptor* next_free = nullptr;
-  Operation::Link close_link;  // io_uring: the close request handed to the poller
-  bool close_queued = false;   // io_uring: close_link is in the poller's queue
+  // io_uring: close and cancel requests handed to the poller. They live here, not in the
+  // Operation, because an operation may complete (and its memory be reused for the next one)
+  // while a cancel request for it is still queued; the descriptor outlives both.
+  Operation::Link close_link;
+  Operation::Link cancel_link[2];
+  bool close_queued = false;
+  bool cancel_queued[2] = {false, false};
 
   static constexpr int side(OpKind kind) noexcept { return is_read_side(kind) ? 0 : 1; }
 
@@ -40,6 +45,7 @@ struct Descriptor {
     fd = handle;
     poller = owner;
     closed = fd_closed = close_queued = false;
+    cancel_queued[0] = cancel_queued[1] = false;
     busy = 0;
     slot[0] = slot[1] = nullptr;
   }

@@ -43,13 +43,14 @@ namespace {
 constexpr std::uint64_t kIgnore = 0;  // cancel requests
 constexpr std::uint64_t kWakeRead = 1;  // the eventfd read
 
-enum LinkKind : std::uint8_t { kStart = 1, kCancel = 2, kClose = 3 };
+enum LinkKind : std::uint8_t { kStart = 1, kCancelRead = 2, kCancelWrite = 3, kClose = 4 };
 
 Operation* op_of_start(Operation::Link* l) noexcept {
   return reinterpret_cast<Operation*>(reinterpret_cast<char*>(l) - offsetof(Operation, start_link));
 }
-Operation* op_of_cancel(Operation::Link* l) noexcept {
-  return reinterpret_cast<Operation*>(reinterpret_cast<char*>(l) - offsetof(Operation, cancel_link));
+Descriptor* descriptor_of_cancel(Operation::Link* l, int side) noexcept {
+  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l - side) -
+                                       offsetof(Descriptor, cancel_link));
 }
 Descriptor* descriptor_of_close(Operation::Link* l) noexcept {
   return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) - offsetof(Descriptor, close_link));
@@ -198,6 +199,8 @@ class UringEngine final : public Engine {
       std::lock_guard guard(d->lock);
       d->reset(handle, ring);
       d->close_link.kind = kClose;
+      d->cancel_link[0].kind = kCancelRead;
+      d->cancel_link[1].kind = kCancelWrite;
     }
     descriptors_.fetch_add(1, std::memory_order_relaxed);
     return d;
@@ -242,14 +245,17 @@ class UringEngine final : public Engine {
   void cancel(Operation& op) noexcept override {
     Descriptor& d = *op.descriptor;
     Ring& ring = ring_of(d);
+    const int side = Descriptor::side(op.kind);
     {
       std::lock_guard guard(d.lock);
       op.cancel_requested.store(true, std::memory_order_relaxed);
       // Not pending (finished, or never started): nothing to do. A start still in the queue
       // sees cancel_requested when the poller reaches it.
-      if (d.slot[Descriptor::side(op.kind)] != &op || op.cancel_link.kind == kCancel) return;
-      op.cancel_link.kind = kCancel;
-      ring.push(op.cancel_link);
+      // Closed: the close request already cancels it (and no cancel request may follow a
+      // close in the queue, or it could outlive the recycled descriptor).
+      if (d.closed || d.slot[side] != &op || d.cancel_queued[side]) return;
+      d.cancel_queued[side] = true;
+      ring.push(d.cancel_link[side]);
     }
     ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
   }
@@ -386,7 +392,6 @@ class UringEngine final : public Engine {
   static void queue_start(Ring& ring, Descriptor& d, Operation& op, int side) noexcept {
     d.slot[side] = &op;
     op.start_link.kind = kStart;
-    op.cancel_link.kind = 0;
     ring.push(op.start_link);
   }
 
@@ -427,10 +432,26 @@ class UringEngine final : public Engine {
           }
           break;
         }
-        case kCancel: {
-          io_uring_sqe* sqe = r.get_sqe();
-          io_uring_prep_cancel(sqe, op_of_cancel(link), 0);
-          io_uring_sqe_set_data64(sqe, kIgnore);
+        case kCancelRead:
+        case kCancelWrite: {
+          const int side = link->kind == kCancelRead ? 0 : 1;
+          Descriptor& d = *descriptor_of_cancel(link, side);
+          Operation* target;
+          {
+            // Cancel whatever is pending on that side now, if it asked to be cancelled: the
+            // operation that asked may have finished since, and its successor (perhaps at the
+            // same address) has its own cancel_requested, false unless it asked too.
+            std::lock_guard guard(d.lock);
+            d.cancel_queued[side] = false;
+            target = d.slot[side];
+            if (target != nullptr && !target->cancel_requested.load(std::memory_order_relaxed))
+              target = nullptr;
+          }
+          if (target != nullptr) {
+            io_uring_sqe* sqe = r.get_sqe();
+            io_uring_prep_cancel(sqe, target, 0);
+            io_uring_sqe_set_data64(sqe, kIgnore);
+          }
           break;
         }
         case kClose:

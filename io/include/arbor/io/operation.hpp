@@ -72,7 +72,6 @@ struct Operation {
     std::uint8_t kind = 0;
   };
   Link start_link;
-  Link cancel_link;
   std::atomic<bool> cancel_requested{false};
   std::uint32_t stage = 0;           // connect: 0 = not started, 1 = in progress (readiness)
   std::uint32_t ready_seq = 0;       // readiness engines: the readiness generation last tried
