@@ -12,7 +12,9 @@ namespace arbor {
 static_assert(sizeof(sockaddr_in6) <= 28 && alignof(sockaddr_in6) <= 8);
 
 namespace {
-const sockaddr* as_sockaddr(const void* p) { return static_cast<const sockaddr*>(p); }
+const sockaddr* as_sockaddr(const void* p) {
+  return static_cast<const sockaddr*>(p);
+}
 }  // namespace
 
 Address::Address() noexcept {
@@ -39,7 +41,8 @@ Result<Address> Address::parse(std::string_view text) noexcept {
     if (host.find(':') != std::string_view::npos) return bad;  // bare v6 needs brackets
   }
   unsigned port = 0;
-  const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  const auto [end, ec] =
+      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
   if (ec != std::errc{} || end != port_text.data() + port_text.size() || port_text.empty() ||
       port > 65535)
     return bad;
@@ -81,7 +84,9 @@ Address Address::loopback_v6(std::uint16_t port) noexcept {
   return address;
 }
 
-bool Address::is_v6() const noexcept { return as_sockaddr(storage_)->sa_family == AF_INET6; }
+bool Address::is_v6() const noexcept {
+  return as_sockaddr(storage_)->sa_family == AF_INET6;
+}
 
 std::uint16_t Address::port() const noexcept {
   return is_v6() ? ntohs(reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_port)

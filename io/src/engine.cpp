@@ -5,9 +5,9 @@
 #include <sched.h>
 
 #include <cerrno>
-#include <cstring>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <string_view>
 
@@ -24,7 +24,9 @@ Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& s, const Eng
 
 namespace {
 
-std::error_code invalid() { return std::make_error_code(std::errc::invalid_argument); }
+std::error_code invalid() {
+  return std::make_error_code(std::errc::invalid_argument);
+}
 
 template <class T>
 bool parse_number(const char* text, T& out, T lo, T hi) {
@@ -110,8 +112,10 @@ Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   }
   if (const char* v = std::getenv("ARBOR_INLINE"); v != nullptr) {
     const std::string_view s(v);
-    if (s == "1") o.inline_completions = true;
-    else if (s == "0" || s.empty()) o.inline_completions = false;
+    if (s == "1")
+      o.inline_completions = true;
+    else if (s == "0" || s.empty())
+      o.inline_completions = false;
     else {
       log::error("ARBOR_INLINE='{}' must be 0 or 1", v);
       return invalid();
@@ -125,10 +129,11 @@ Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   return o;
 }
 
-Result<EngineOptions> EngineOptions::from_env() { return from_env(EngineOptions{}); }
+Result<EngineOptions> EngineOptions::from_env() {
+  return from_env(EngineOptions{});
+}
 
-Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler,
-                                               EngineOptions options) {
+Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, EngineOptions options) {
   if (options.kind != "auto" && options.kind != "epoll" && options.kind != "uring") {
     log::error("unknown engine '{}': expected auto, epoll or uring", options.kind);
     return invalid();
@@ -164,9 +169,13 @@ std::vector<std::string> Engine::available() {
 Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
     : scheduler_(scheduler), options_(std::move(options)), pool_(options_.max_batch * 2) {}
 
-Engine::~Engine() { stop(); }
+Engine::~Engine() {
+  stop();
+}
 
-Handle Engine::handle(const Descriptor* descriptor) noexcept { return descriptor->fd; }
+Handle Engine::handle(const Descriptor* descriptor) noexcept {
+  return descriptor->fd;
+}
 
 void Engine::start_pollers() {
   for (int p = 0; p < options_.pollers; ++p)
@@ -175,8 +184,10 @@ void Engine::start_pollers() {
 
 void Engine::stop() noexcept {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
-  for (int p = 0; p < static_cast<int>(pollers_.size()); ++p) wake(p);
-  for (auto& t : pollers_) t.join();
+  for (int p = 0; p < static_cast<int>(pollers_.size()); ++p)
+    wake(p);
+  for (auto& t : pollers_)
+    t.join();
   pollers_.clear();
 }
 
@@ -199,7 +210,8 @@ void Engine::deliver(std::span<const sched::Event> events) noexcept {
   if (events.empty()) return;
   events_.fetch_add(events.size(), std::memory_order_relaxed);
   if (options_.inline_completions) {
-    for (const auto& e : events) e.handler(e, sched::Disposition::run);
+    for (const auto& e : events)
+      e.handler(e, sched::Disposition::run);
     return;
   }
   try {
@@ -207,7 +219,8 @@ void Engine::deliver(std::span<const sched::Event> events) noexcept {
                      std::memory_order_relaxed);
   } catch (const std::bad_alloc&) {
     // The pool could not grow: deliver in place rather than lose completions.
-    for (const auto& e : events) e.handler(e, sched::Disposition::run);
+    for (const auto& e : events)
+      e.handler(e, sched::Disposition::run);
   }
 }
 
@@ -229,10 +242,10 @@ void Engine::run_poller(int poller) noexcept {
     policy.observe(scheduler_.parked_workers() < scheduler_.workers(), n);
     if (poller == 0 && n < k) {
       const std::size_t t = timers_.pop_expired(now_ns(), fired.data(), k - n);
-      for (std::size_t i = 0; i < t; ++i) events[n++] = {&fire_timer, fired[i], 0, 0};
+      for (std::size_t i = 0; i < t; ++i)
+        events[n++] = {&fire_timer, fired[i], 0, 0};
     }
-    if (n > largest_.load(std::memory_order_relaxed))
-      largest_.store(n, std::memory_order_relaxed);
+    if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
     deliver({events.data(), n});
   }
 }

@@ -71,8 +71,8 @@ class EpollEngine final : public Engine {
       close_handle(handle);
       return std::make_error_code(std::errc::not_enough_memory);
     }
-    const int poller = static_cast<int>(next_poller_.fetch_add(1, std::memory_order_relaxed) %
-                                        pollers_.size());
+    const int poller =
+        static_cast<int>(next_poller_.fetch_add(1, std::memory_order_relaxed) % pollers_.size());
     {
       std::lock_guard guard(d->lock);
       d->reset(handle, poller);
@@ -197,8 +197,8 @@ class EpollEngine final : public Engine {
 
   void wake(int poller) noexcept override {
     const std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(pollers_[static_cast<std::size_t>(poller)].eventfd, &one,
-                                      sizeof one);
+    [[maybe_unused]] auto r =
+        ::write(pollers_[static_cast<std::size_t>(poller)].eventfd, &one, sizeof one);
   }
 
  private:
@@ -298,8 +298,8 @@ Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& scheduler,
     log::error("epoll engine: {}", ec.message());
     return ec;
   }
-  log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers,
-            options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
+  log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers, options.max_batch,
+            options.max_tree, options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

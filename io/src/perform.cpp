@@ -15,7 +15,9 @@ static_assert(sizeof(ConstBuffer) == sizeof(iovec) && alignof(ConstBuffer) == al
 
 namespace {
 
-std::int64_t error_result() noexcept { return -static_cast<std::int64_t>(errno); }
+std::int64_t error_result() noexcept {
+  return -static_cast<std::int64_t>(errno);
+}
 constexpr int kSendFlags = MSG_NOSIGNAL | MSG_DONTWAIT;
 
 std::int64_t connect_step(Operation& op, int fd) noexcept {

@@ -13,8 +13,12 @@
 namespace arbor::io {
 namespace {
 
-std::error_code last_error() noexcept { return {errno, std::system_category()}; }
-int fd_of(Handle h) noexcept { return static_cast<int>(h); }
+std::error_code last_error() noexcept {
+  return {errno, std::system_category()};
+}
+int fd_of(Handle h) noexcept {
+  return static_cast<int>(h);
+}
 
 struct OptionName {
   int level;
@@ -22,11 +26,16 @@ struct OptionName {
 };
 OptionName native(BoolOption option) noexcept {
   switch (option) {
-    case BoolOption::reuse_address: return {SOL_SOCKET, SO_REUSEADDR};
-    case BoolOption::reuse_port: return {SOL_SOCKET, SO_REUSEPORT};
-    case BoolOption::no_delay: return {IPPROTO_TCP, TCP_NODELAY};
-    case BoolOption::keep_alive: return {SOL_SOCKET, SO_KEEPALIVE};
-    case BoolOption::v6_only: return {IPPROTO_IPV6, IPV6_V6ONLY};
+    case BoolOption::reuse_address:
+      return {SOL_SOCKET, SO_REUSEADDR};
+    case BoolOption::reuse_port:
+      return {SOL_SOCKET, SO_REUSEPORT};
+    case BoolOption::no_delay:
+      return {IPPROTO_TCP, TCP_NODELAY};
+    case BoolOption::keep_alive:
+      return {SOL_SOCKET, SO_KEEPALIVE};
+    case BoolOption::v6_only:
+      return {IPPROTO_IPV6, IPV6_V6ONLY};
   }
   return {SOL_SOCKET, SO_REUSEADDR};
 }
@@ -39,8 +48,8 @@ OptionName native(IntOption option) noexcept {
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   const int family = family_of.is_v6() ? AF_INET6 : AF_INET;
-  const int kind = (type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK |
-                   SOCK_CLOEXEC;
+  const int kind =
+      (type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   const int fd = ::socket(family, kind, 0);
   if (fd < 0) return last_error();
   return Handle{fd};

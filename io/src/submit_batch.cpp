@@ -23,7 +23,9 @@ thread_local BatchState state;
 
 }  // namespace
 
-SubmitBatch::SubmitBatch() noexcept { ++state.depth; }
+SubmitBatch::SubmitBatch() noexcept {
+  ++state.depth;
+}
 
 SubmitBatch::~SubmitBatch() {
   if (--state.depth != 0) return;

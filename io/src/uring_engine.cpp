@@ -40,7 +40,7 @@
 namespace arbor::io {
 namespace {
 
-constexpr std::uint64_t kIgnore = 0;  // cancel requests
+constexpr std::uint64_t kIgnore = 0;    // cancel requests
 constexpr std::uint64_t kWakeRead = 1;  // the eventfd read
 
 enum LinkKind : std::uint8_t { kStart = 1, kCancelRead = 2, kCancelWrite = 3, kClose = 4 };
@@ -53,7 +53,8 @@ Descriptor* descriptor_of_cancel(Operation::Link* l, int side) noexcept {
                                        offsetof(Descriptor, cancel_link));
 }
 Descriptor* descriptor_of_close(Operation::Link* l) noexcept {
-  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) - offsetof(Descriptor, close_link));
+  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) -
+                                       offsetof(Descriptor, close_link));
 }
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
@@ -193,8 +194,8 @@ class UringEngine final : public Engine {
       close_handle(handle);
       return std::make_error_code(std::errc::not_enough_memory);
     }
-    const int ring = static_cast<int>(next_ring_.fetch_add(1, std::memory_order_relaxed) %
-                                      rings_.size());
+    const int ring =
+        static_cast<int>(next_ring_.fetch_add(1, std::memory_order_relaxed) % rings_.size());
     {
       std::lock_guard guard(d->lock);
       d->reset(handle, ring);
@@ -301,8 +302,7 @@ class UringEngine final : public Engine {
     if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
       log::error("io_uring wait failed: {}", std::strerror(-e));
     io_uring_cqe* cqes[512];
-    const unsigned max =
-        static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
+    const unsigned max = static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
     const unsigned n = io_uring_peek_batch_cqe(&r.ring, cqes, max);
     std::size_t count = 0;
     for (unsigned i = 0; i < n; ++i) {
@@ -319,12 +319,12 @@ class UringEngine final : public Engine {
     return count;
   }
 
-  void wake(int poller) noexcept override {
-    rings_[static_cast<std::size_t>(poller)]->wake_now();
-  }
+  void wake(int poller) noexcept override { rings_[static_cast<std::size_t>(poller)]->wake_now(); }
 
  private:
-  Ring& ring_of(const Descriptor& d) noexcept { return *rings_[static_cast<std::size_t>(d.poller)]; }
+  Ring& ring_of(const Descriptor& d) noexcept {
+    return *rings_[static_cast<std::size_t>(d.poller)];
+  }
 
   std::error_code setup(Ring& r) {
     // Preferred: a ring owned by one thread, enabled by that thread when it starts polling.
@@ -357,9 +357,9 @@ class UringEngine final : public Engine {
     io_uring_probe* probe = io_uring_get_probe_ring(&r.ring);
     if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
     bool ok = true;
-    for (int opcode : {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG,
-                       IORING_OP_RECVMSG, IORING_OP_ACCEPT, IORING_OP_CONNECT,
-                       IORING_OP_ASYNC_CANCEL})
+    for (int opcode :
+         {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
+          IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_ASYNC_CANCEL})
       ok = ok && io_uring_opcode_supported(probe, opcode);
     io_uring_free_probe(probe);
     if (!ok) return std::make_error_code(std::errc::function_not_supported);
@@ -490,7 +490,7 @@ class UringEngine final : public Engine {
       io_uring_sqe_set_data64(sqe, kIgnore);
     }
     if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
-    io_uring_submit(&r.ring);  // every SQE naming fd reaches the kernel before close(2)
+    io_uring_submit(&r.ring);          // every SQE naming fd reaches the kernel before close(2)
     ::close(static_cast<int>(fd));
     descriptors_.fetch_sub(1, std::memory_order_relaxed);
     if (release) pool_.release(&d);

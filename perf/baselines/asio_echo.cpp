@@ -4,14 +4,13 @@
 // per-connection buffer (Asio recycles handler memory per thread). Prints "ready <port>".
 #include <sched.h>
 
-#include <functional>
-#include <utility>
-
 #include <boost/asio.hpp>
 #include <csignal>
 #include <cstdio>
+#include <functional>
 #include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -26,10 +25,11 @@ class Session : public std::enable_shared_from_this<Session> {
 
  private:
   void read() {
-    socket_.async_read_some(asio::buffer(buffer_),
-                            [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-                              if (!ec) self->write(n);
-                            });
+    socket_.async_read_some(
+        asio::buffer(buffer_),
+        [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
+          if (!ec) self->write(n);
+        });
   }
   void write(std::size_t n) {
     asio::async_write(socket_, asio::buffer(buffer_, n),
@@ -52,7 +52,8 @@ int cpus() {
 int main(int argc, char** argv) {
   const int threads = argc > 2 ? std::atoi(argv[2]) : cpus();
   std::vector<std::unique_ptr<asio::io_context>> contexts;
-  for (int i = 0; i < threads; ++i) contexts.push_back(std::make_unique<asio::io_context>(1));
+  for (int i = 0; i < threads; ++i)
+    contexts.push_back(std::make_unique<asio::io_context>(1));
   const unsigned short port = argc > 1 ? static_cast<unsigned short>(std::atoi(argv[1])) : 0;
   tcp::acceptor acceptor(*contexts[0], tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
   std::size_t next = 0;
@@ -69,16 +70,21 @@ int main(int argc, char** argv) {
   accept();
   asio::signal_set signals(*contexts[0], SIGINT, SIGTERM);
   signals.async_wait([&](auto, int) {
-    for (auto& c : contexts) c->stop();
+    for (auto& c : contexts)
+      c->stop();
   });
   std::printf("ready %u\n", acceptor.local_endpoint().port());
   std::fflush(stdout);
   std::vector<std::thread> pool;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  for (auto& c : contexts) guards.push_back(asio::make_work_guard(*c));
-  for (int i = 1; i < threads; ++i) pool.emplace_back([&, i] { contexts[static_cast<std::size_t>(i)]->run(); });
+  for (auto& c : contexts)
+    guards.push_back(asio::make_work_guard(*c));
+  for (int i = 1; i < threads; ++i)
+    pool.emplace_back([&, i] { contexts[static_cast<std::size_t>(i)]->run(); });
   contexts[0]->run();
-  for (auto& c : contexts) c->stop();
-  for (auto& t : pool) t.join();
+  for (auto& c : contexts)
+    c->stop();
+  for (auto& t : pool)
+    t.join();
   return 0;
 }

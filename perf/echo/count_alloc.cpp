@@ -25,8 +25,10 @@ void report(int) {
     v /= 10;
   } while (v != 0);
   int pos = 0;
-  for (const char* p = "allocations "; *p; ++p) line[pos++] = *p;
-  while (len > 0) line[pos++] = digits[--len];
+  for (const char* p = "allocations "; *p; ++p)
+    line[pos++] = *p;
+  while (len > 0)
+    line[pos++] = digits[--len];
   line[pos++] = '\n';
   [[maybe_unused]] auto r = ::write(1, line, static_cast<std::size_t>(pos));
 }
@@ -41,12 +43,22 @@ void* operator new(std::size_t size) {
   if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
   throw std::bad_alloc();
 }
-void* operator new[](std::size_t size) { return ::operator new(size); }
+void* operator new[](std::size_t size) {
+  return ::operator new(size);
+}
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
   allocations.fetch_add(1, std::memory_order_relaxed);
   return std::malloc(size == 0 ? 1 : size);
 }
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete[](void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+void operator delete[](void* p, std::size_t) noexcept {
+  std::free(p);
+}

@@ -41,7 +41,9 @@ int connect_to(int port) {
 void report(const char* mode, std::size_t conns, std::vector<std::uint32_t>& rtt, double secs) {
   std::sort(rtt.begin(), rtt.end());
   auto pct = [&](double p) {
-    return rtt.empty() ? 0.0 : rtt[std::min(rtt.size() - 1, static_cast<std::size_t>(p * rtt.size()))] / 1000.0;
+    return rtt.empty()
+               ? 0.0
+               : rtt[std::min(rtt.size() - 1, static_cast<std::size_t>(p * rtt.size()))] / 1000.0;
   };
   std::printf("mode=%s conns=%zu messages=%zu rate=%.0f p50_us=%.1f p99_us=%.1f\n", mode, conns,
               rtt.size(), rtt.size() / secs, pct(0.50), pct(0.99));
@@ -63,8 +65,10 @@ int main(int argc, char** argv) {
   const std::string mode = argv[2];
   const double seconds = std::atof(argv[3]);
   const bool pingpong = mode == "pingpong";
-  const std::size_t conns = pingpong ? 1 : static_cast<std::size_t>(argc > 4 ? std::atoi(argv[4]) : 100);
-  const std::size_t size = static_cast<std::size_t>(argc > (pingpong ? 4 : 5) ? std::atoi(argv[pingpong ? 4 : 5]) : 64);
+  const std::size_t conns =
+      pingpong ? 1 : static_cast<std::size_t>(argc > 4 ? std::atoi(argv[4]) : 100);
+  const std::size_t size =
+      static_cast<std::size_t>(argc > (pingpong ? 4 : 5) ? std::atoi(argv[pingpong ? 4 : 5]) : 64);
   std::vector<char> out(size, 'x'), in(size);
   std::vector<std::uint32_t> rtt;
   rtt.reserve(1 << 24);
@@ -119,7 +123,8 @@ int main(int argc, char** argv) {
         if (::send(k.fd, out.data(), size, 0) != static_cast<ssize_t>(size)) return 1;
       }
     }
-    for (auto& k : c) ::close(k.fd);
+    for (auto& k : c)
+      ::close(k.fd);
     ::close(ep);
   }
   report(mode.c_str(), conns, rtt, std::chrono::duration<double>(Clock::now() - start).count());

@@ -48,7 +48,9 @@ struct Cache {
 thread_local Cache cache;
 
 // Class c holds frames of (c + 1) * kClassBytes bytes.
-std::size_t class_of(std::size_t size) noexcept { return (size + kClassBytes - 1) / kClassBytes - 1; }
+std::size_t class_of(std::size_t size) noexcept {
+  return (size + kClassBytes - 1) / kClassBytes - 1;
+}
 
 }  // namespace
 
@@ -78,7 +80,11 @@ void deallocate(void* frame, std::size_t size) noexcept {
   ++cache.count[c];
 }
 
-std::uint64_t heap_allocations() noexcept { return heap_allocs.load(std::memory_order_relaxed); }
-std::uint64_t heap_frees() noexcept { return heap_releases.load(std::memory_order_relaxed); }
+std::uint64_t heap_allocations() noexcept {
+  return heap_allocs.load(std::memory_order_relaxed);
+}
+std::uint64_t heap_frees() noexcept {
+  return heap_releases.load(std::memory_order_relaxed);
+}
 
 }  // namespace arbor::frame_pool

@@ -18,8 +18,10 @@ class ErrorCategory final : public std::error_category {
   const char* name() const noexcept override { return "arbor"; }
   std::string message(int code) const override {
     switch (static_cast<Errc>(code)) {
-      case Errc::end_of_stream: return "end of stream before the expected bytes arrived";
-      case Errc::not_in_runtime: return "operation awaited outside an arbor runtime task";
+      case Errc::end_of_stream:
+        return "end of stream before the expected bytes arrived";
+      case Errc::not_in_runtime:
+        return "operation awaited outside an arbor runtime task";
     }
     return "unknown arbor error";
   }
@@ -113,7 +115,9 @@ void Runtime::task_finished() noexcept {
 }
 
 namespace detail {
-void spawned_finished(Runtime& runtime) noexcept { runtime.task_finished(); }
+void spawned_finished(Runtime& runtime) noexcept {
+  runtime.task_finished();
+}
 }  // namespace detail
 
 }  // namespace arbor

@@ -11,7 +11,9 @@
 namespace arbor {
 
 namespace {
-std::error_code closed_error() { return std::make_error_code(std::errc::bad_file_descriptor); }
+std::error_code closed_error() {
+  return std::make_error_code(std::errc::bad_file_descriptor);
+}
 }  // namespace
 
 TcpStream::TcpStream(TcpStream&& other) noexcept
@@ -33,8 +35,8 @@ Task<Result<TcpStream>> TcpStream::connect(Runtime& runtime, Address address) {
   auto descriptor = engine.attach(*handle);
   if (!descriptor) co_return descriptor.error();
   TcpStream stream(engine, *descriptor);  // closes the socket on every early return below
-  auto connected =
-      co_await detail::StatusAwaiter(&engine, *descriptor, io::OpKind::connect, nullptr, 0, &address);
+  auto connected = co_await detail::StatusAwaiter(&engine, *descriptor, io::OpKind::connect,
+                                                  nullptr, 0, &address);
   if (!connected) co_return connected.error();
   co_return std::move(stream);
 }
@@ -68,9 +70,9 @@ Task<Result<void>> TcpStream::write_all(std::span<const io::ConstBuffer> buffers
   // (in the frame), in chunks of at most kMax buffers.
   constexpr std::size_t kMax = 64;
   std::array<io::ConstBuffer, kMax> pending;
-  std::size_t next = 0;    // first buffer of `buffers` not yet copied into `pending`
-  std::size_t count = 0;   // buffers in `pending`
-  std::size_t first = 0;   // first unsent entry of `pending`
+  std::size_t next = 0;   // first buffer of `buffers` not yet copied into `pending`
+  std::size_t count = 0;  // buffers in `pending`
+  std::size_t first = 0;  // first unsent entry of `pending`
   for (;;) {
     if (first == count) {
       if (next == buffers.size()) co_return Result<void>{};
@@ -78,19 +80,22 @@ Task<Result<void>> TcpStream::write_all(std::span<const io::ConstBuffer> buffers
       std::copy_n(buffers.begin() + static_cast<std::ptrdiff_t>(next), count, pending.begin());
       next += count;
       first = 0;
-      while (first < count && pending[first].size == 0) ++first;
+      while (first < count && pending[first].size == 0)
+        ++first;
       continue;
     }
-    auto n = co_await write_some(std::span<const io::ConstBuffer>(pending.data() + first,
-                                                                  count - first));
+    auto n = co_await write_some(
+        std::span<const io::ConstBuffer>(pending.data() + first, count - first));
     if (!n) co_return n.error();
     std::size_t sent = *n;
-    while (first < count && sent >= pending[first].size) sent -= pending[first++].size;
+    while (first < count && sent >= pending[first].size)
+      sent -= pending[first++].size;
     if (first < count) {
       pending[first].data = static_cast<const std::byte*>(pending[first].data) + sent;
       pending[first].size -= sent;
     }
-    while (first < count && pending[first].size == 0) ++first;
+    while (first < count && pending[first].size == 0)
+      ++first;
   }
 }
 

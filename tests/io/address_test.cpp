@@ -27,10 +27,10 @@ TEST(Address, ParsesAndFormatsIpv6) {
 }
 
 TEST(Address, RejectsBadTextWithInvalidArgument) {
-  for (const char* bad : {"", ":", "127.0.0.1", "127.0.0.1:", ":80", "127.0.0.1:65536",
-                          "127.0.0.1:-1", "127.0.0.1:80x", "256.0.0.1:80", "localhost:80",
-                          "::1:80", "[::1]", "[::1]80", "[::g]:80", "[127.0.0.1]:80",
-                          "1.2.3.4:99999999999999999999"}) {
+  for (const char* bad :
+       {"", ":", "127.0.0.1", "127.0.0.1:", ":80", "127.0.0.1:65536", "127.0.0.1:-1",
+        "127.0.0.1:80x", "256.0.0.1:80", "localhost:80", "::1:80", "[::1]", "[::1]80", "[::g]:80",
+        "[127.0.0.1]:80", "1.2.3.4:99999999999999999999"}) {
     auto a = Address::parse(bad);
     ASSERT_FALSE(a) << bad;
     EXPECT_EQ(a.error(), std::errc::invalid_argument) << bad;

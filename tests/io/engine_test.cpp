@@ -124,7 +124,8 @@ TEST_P(EngineTest, TimersFireNotBeforeTheirDeadlineAndCancelledOnesReportCancel)
     timers[i].done = &done;
     ASSERT_TRUE(engine->add_timer(timers[i]));
   }
-  for (std::size_t i = 1; i < timers.size(); i += 10) engine->cancel_timer(timers[i]);
+  for (std::size_t i = 1; i < timers.size(); i += 10)
+    engine->cancel_timer(timers[i]);
   ASSERT_TRUE(done.wait());
   for (std::size_t i = 0; i < timers.size(); ++i) {
     EXPECT_EQ(timers[i].fired.load(), 1);

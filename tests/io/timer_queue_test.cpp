@@ -44,19 +44,20 @@ TEST(TimerQueue, CancelRemovesFromAnywhereAndBlocksLaterAdd) {
     timers[i].deadline_ns = static_cast<std::int64_t>((i * 37) % 100);
     q.add(timers[i]);
   }
-  for (std::size_t i = 0; i < timers.size(); i += 3) EXPECT_TRUE(q.cancel(timers[i]));
+  for (std::size_t i = 0; i < timers.size(); i += 3)
+    EXPECT_TRUE(q.cancel(timers[i]));
   EXPECT_FALSE(q.cancel(timers[0]));  // already out
   Timer* out[100];
   const std::size_t n = q.pop_expired(1000, out, 100);
   EXPECT_EQ(n, 100u - 34u);
-  EXPECT_TRUE(std::is_sorted(out, out + n, [](Timer* a, Timer* b) {
-    return a->deadline_ns < b->deadline_ns;
-  }));
-  for (std::size_t i = 0; i < n; ++i) EXPECT_FALSE(out[i]->cancelled);
+  EXPECT_TRUE(std::is_sorted(out, out + n,
+                             [](Timer* a, Timer* b) { return a->deadline_ns < b->deadline_ns; }));
+  for (std::size_t i = 0; i < n; ++i)
+    EXPECT_FALSE(out[i]->cancelled);
 
   Timer late;
   late.deadline_ns = 5;
-  EXPECT_FALSE(q.cancel(late));  // cancelled before it was ever added...
+  EXPECT_FALSE(q.cancel(late));                          // cancelled before it was ever added...
   EXPECT_EQ(q.add(late), TimerQueue::Added::cancelled);  // ...so it never fires
   EXPECT_EQ(q.size(), 0u);
 }
@@ -82,7 +83,8 @@ TEST(TimerQueue, HundredThousandTimers) {
     t.deadline_ns = std::uniform_int_distribution<std::int64_t>(0, 1'000'000'000)(rng);
     q.add(t);
   }
-  for (std::size_t i = 0; i < timers.size(); i += 2) q.cancel(timers[i]);
+  for (std::size_t i = 0; i < timers.size(); i += 2)
+    q.cancel(timers[i]);
   EXPECT_EQ(q.size(), 50'000u);
   std::vector<Timer*> out(4096);
   std::size_t total = 0;

@@ -1,5 +1,7 @@
 // Socket tests, run against every engine available here (parameterised). Everything stays on
 // 127.0.0.1 with ephemeral ports; every server is started and stopped by its test.
+#include "arbor/io/socket.hpp"
+
 #include <gtest/gtest.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
@@ -14,7 +16,6 @@
 
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
-#include "arbor/io/socket.hpp"
 #include "runtime_support.hpp"
 
 namespace arbor {
@@ -30,7 +31,8 @@ Bytes bytes_of(std::string_view s) {
 }
 
 std::uint64_t fnv1a(std::span<const std::byte> data, std::uint64_t h = 1469598103934665603ull) {
-  for (std::byte b : data) h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
+  for (std::byte b : data)
+    h = (h ^ static_cast<std::uint8_t>(b)) * 1099511628211ull;
   return h;
 }
 
@@ -101,7 +103,7 @@ TEST_P(SocketTest, EndOfStreamReadsZeroAndReadExactReportsIt) {
     auto exact = co_await pair->server.read_exact(buf);  // 3 bytes, then EOF
     if (exact || exact.error() != Errc::end_of_stream) co_return false;
     auto n = co_await pair->server.read_some(buf);
-    co_return n && *n == 0;
+    co_return n&&* n == 0;
   };
   EXPECT_TRUE(run(body(*rt_)));
 }
@@ -184,7 +186,8 @@ TEST_P(SocketTest, SixtyFourMebibytesArriveIntactBothWays) {
       std::vector<std::uint64_t> block(8192);
       std::uint64_t hash = 1469598103934665603ull;
       for (std::size_t sent = 0; sent < kTotal; sent += block.size() * 8) {
-        for (auto& w : block) w = rng();
+        for (auto& w : block)
+          w = rng();
         auto bytes = std::as_bytes(std::span(block));
         hash = fnv1a(bytes, hash);
         if (!co_await s.write_all(bytes)) co_return 0;
@@ -242,7 +245,8 @@ TEST_P(SocketTest, ThousandConcurrentConnections) {
     };
     std::vector<Task<bool>> clients;
     const Address a = *listener->local_address();
-    for (int k = 0; k < kClients; ++k) clients.push_back(client(rt, a, k));
+    for (int k = 0; k < kClients; ++k)
+      clients.push_back(client(rt, a, k));
     auto results = co_await when_all(std::move(clients));
     co_await std::move(accepting);
     co_return static_cast<int>(std::count(results.begin(), results.end(), true));
@@ -293,7 +297,8 @@ TEST_P(SocketTest, TimeoutsRacingCompletionsLoseNothing) {
           ++timeouts;
           continue;
         }
-        if (b[0] != static_cast<std::byte>(next)) co_return "out of order at " + std::to_string(next);
+        if (b[0] != static_cast<std::byte>(next))
+          co_return "out of order at " + std::to_string(next);
         ++next;
       }
       co_return "ok";
@@ -317,11 +322,12 @@ TEST_P(SocketTest, StopCancelsPendingReadAndAccept) {
     auto n = co_await s.read_some(buf);
     co_return n ? std::error_code{} : n.error();
   }(pair->server, started));
-  auto acceptor = rt_->spawn([](TcpListener& l, sched::test::Countdown& st) -> Task<std::error_code> {
-    st.count_down();
-    auto s = co_await l.accept();
-    co_return s ? std::error_code{} : s.error();
-  }(*listener, started));
+  auto acceptor =
+      rt_->spawn([](TcpListener& l, sched::test::Countdown& st) -> Task<std::error_code> {
+        st.count_down();
+        auto s = co_await l.accept();
+        co_return s ? std::error_code{} : s.error();
+      }(*listener, started));
   ASSERT_TRUE(started.wait());
   rt_->request_stop();
   EXPECT_EQ(reader.join_blocking(), std::errc::operation_canceled);
@@ -389,8 +395,8 @@ TEST_P(SocketTest, GatherWriteSendsBuffersInOrder) {
       if (!co_await s.read_exact(got)) got.clear();
       co_return got;
     };
-    auto [w, got] = co_await when_all(pair->client.write_all(views),
-                                      reader(pair->server, expected.size()));
+    auto [w, got] =
+        co_await when_all(pair->client.write_all(views), reader(pair->server, expected.size()));
     co_return w.has_value() && got == expected;
   };
   EXPECT_TRUE(run(body(*rt_)));
@@ -407,7 +413,7 @@ TEST_P(SocketTest, UdpRoundTrip) {
     std::byte buf[64];
     Address from;
     auto n = co_await b->receive_from(buf, from);
-    co_return n && *n == msg.size() && std::memcmp(buf, msg.data(), *n) == 0 &&
+    co_return n&&* n == msg.size() && std::memcmp(buf, msg.data(), *n) == 0 &&
         from == *a->local_address();
   };
   EXPECT_TRUE(run(body(*rt_)));
@@ -425,7 +431,7 @@ TEST_P(SocketTest, Ipv6Loopback) {
     auto accepted = rt.spawn(listener->accept());
     auto client = co_await TcpStream::connect(rt, *listener->local_address());
     auto server = co_await std::move(accepted);
-    co_return client && server && client->peer_address()->is_v6();
+    co_return client&& server && client->peer_address()->is_v6();
   };
   EXPECT_TRUE(run(body(*rt_)));
 }
@@ -476,7 +482,8 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
   // Not spinning: the poller woke a bounded number of times (timer wake-ups, not millions).
   EXPECT_LT(rt_->engine().counters().waits - waits_while_exhausted, 10'000u);
   // The recovered connections work.
-  for (int i = 0; i < kClients; ++i) ASSERT_EQ(::write(clients[static_cast<std::size_t>(i)], "x", 1), 1);
+  for (int i = 0; i < kClients; ++i)
+    ASSERT_EQ(::write(clients[static_cast<std::size_t>(i)], "x", 1), 1);
   auto check = [](std::vector<TcpStream>& streams) -> Task<int> {
     int ok = 0;
     for (auto& s : streams) {
@@ -486,7 +493,8 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
     co_return ok;
   };
   EXPECT_EQ(rt_->block_on(check(accepted)), kClients);
-  for (int fd : clients) ::close(fd);
+  for (int fd : clients)
+    ::close(fd);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, SocketTest, ::testing::ValuesIn(io::Engine::available()),

@@ -5,15 +5,19 @@
 #include <thread>
 #include <vector>
 
-#include "arbor/arbor.hpp"
 #include "../sched/test_support.hpp"
+#include "arbor/arbor.hpp"
 #include "runtime_support.hpp"
 
 namespace arbor {
 namespace {
 
-Task<int> value(int v) { co_return v; }
-Task<int> add(int a, int b) { co_return co_await value(a) + co_await value(b); }
+Task<int> value(int v) {
+  co_return v;
+}
+Task<int> add(int a, int b) {
+  co_return co_await value(a) + co_await value(b);
+}
 Task<void> thrower() {
   throw std::runtime_error("boom");
   co_return;
@@ -31,7 +35,8 @@ Task<int> catches() {
 // use a stack frame per level and overflow long before a million.
 Task<std::uint64_t> chain(std::uint64_t n) {
   std::uint64_t sum = 0;
-  for (std::uint64_t i = 0; i < n; ++i) sum += co_await value(1);
+  for (std::uint64_t i = 0; i < n; ++i)
+    sum += co_await value(1);
   co_return sum;
 }
 Task<std::uint64_t> nested(int depth) {
@@ -76,9 +81,11 @@ TEST(Task, UnawaitedTaskIsDestroyedWithoutRunning) {
 
 Task<int> spawn_and_join(Runtime& rt, int n) {
   std::vector<JoinHandle<int>> handles;
-  for (int i = 0; i < n; ++i) handles.push_back(rt.spawn(value(i)));
+  for (int i = 0; i < n; ++i)
+    handles.push_back(rt.spawn(value(i)));
   int sum = 0;
-  for (auto& h : handles) sum += co_await std::move(h);
+  for (auto& h : handles)
+    sum += co_await std::move(h);
   co_return sum;
 }
 
@@ -132,19 +139,22 @@ TEST(WhenAll, VectorKeepsOrderAndRunsInParallel) {
   auto rt = test::make_runtime("auto");
   auto body = []() -> Task<std::vector<int>> {
     std::vector<Task<int>> tasks;
-    for (int i = 0; i < 100; ++i) tasks.push_back(value(i * i));
+    for (int i = 0; i < 100; ++i)
+      tasks.push_back(value(i * i));
     co_return co_await when_all(std::move(tasks));
   };
   auto r = rt->block_on(body());
   ASSERT_EQ(r.size(), 100u);
-  for (int i = 0; i < 100; ++i) EXPECT_EQ(r[static_cast<std::size_t>(i)], i * i);
+  for (int i = 0; i < 100; ++i)
+    EXPECT_EQ(r[static_cast<std::size_t>(i)], i * i);
 }
 
 TEST(WhenAll, TupleMixesTypesAndVoid) {
   auto rt = test::make_runtime("auto");
   auto body = []() -> Task<bool> {
-    auto [a, b, c] = co_await when_all(value(1), []() -> Task<std::string> { co_return "x"; }(),
-                                       []() -> Task<void> { co_return; }());
+    auto [a, b, c] = co_await when_all(
+        value(1), []() -> Task<std::string> { co_return "x"; }(),
+        []() -> Task<void> { co_return; }());
     co_return a == 1 && b == "x" && c == std::monostate{};
   };
   EXPECT_TRUE(rt->block_on(body()));
@@ -202,9 +212,11 @@ TEST(FramePool, ReusesFramesInSteadyState) {
 TEST(FramePool, CacheIsBounded) {
   if (!frame_pool::enabled()) GTEST_SKIP() << "ARBOR_POOL_FRAMES=0";
   std::vector<void*> frames;
-  for (int i = 0; i < 1000; ++i) frames.push_back(frame_pool::allocate(100));
+  for (int i = 0; i < 1000; ++i)
+    frames.push_back(frame_pool::allocate(100));
   const auto frees_before = frame_pool::heap_frees();
-  for (void* f : frames) frame_pool::deallocate(f, 100);
+  for (void* f : frames)
+    frame_pool::deallocate(f, 100);
   EXPECT_EQ(frame_pool::heap_frees() - frees_before, 1000 - frame_pool::kCachedPerClass);
 }
 

@@ -45,7 +45,8 @@ TEST_P(TimerTest, EarlierDeadlinesFireFirst) {
     const auto base = Clock::now() + 20ms;
     std::vector<Task<void>> tasks;
     // Deadlines 10 ms apart, queued in reverse order.
-    for (int k = 9; k >= 0; --k) tasks.push_back(sleeper(m, order, base + k * 10ms, k));
+    for (int k = 9; k >= 0; --k)
+      tasks.push_back(sleeper(m, order, base + k * 10ms, k));
     co_await when_all(std::move(tasks));
   };
   rt->block_on(body());

@@ -55,9 +55,9 @@ struct EngineOptions {
 };
 
 struct EngineCounters {
-  std::uint64_t waits = 0;        // poller waits that returned
-  std::uint64_t events = 0;       // completions and fired timers delivered
-  std::uint64_t trees = 0;        // event trees submitted
+  std::uint64_t waits = 0;   // poller waits that returned
+  std::uint64_t events = 0;  // completions and fired timers delivered
+  std::uint64_t trees = 0;   // event trees submitted
   std::uint64_t largest_batch = 0;
   std::uint64_t submits = 0;      // system calls that submitted work (io_uring_enter)
   std::uint64_t wakes = 0;        // poller wake-ups requested

@@ -34,13 +34,13 @@ struct ConstBuffer {
 };
 
 enum class OpKind : std::uint8_t {
-  receive,       // buffer -> bytes read (0 = end of stream)
-  send,          // buffer -> bytes written
-  send_vectored, // buffers/count -> bytes written
-  accept,        // address (out, may be null) -> new handle, non-blocking
-  connect,       // address (in) -> 0
-  receive_from,  // buffer, address (out) -> bytes read
-  send_to,       // buffer, address (in) -> bytes written
+  receive,        // buffer -> bytes read (0 = end of stream)
+  send,           // buffer -> bytes written
+  send_vectored,  // buffers/count -> bytes written
+  accept,         // address (out, may be null) -> new handle, non-blocking
+  connect,        // address (in) -> 0
+  receive_from,   // buffer, address (out) -> bytes read
+  send_to,        // buffer, address (in) -> bytes written
 };
 
 /// Whether an operation waits for the socket to become readable (true) or writable.
@@ -59,11 +59,11 @@ struct Operation {
   OpKind kind = OpKind::receive;
 
   // Arguments (which ones are used depends on `kind`).
-  void* data = nullptr;              // receive/send buffer, or const ConstBuffer* for vectored
-  std::size_t size = 0;              // bytes, or buffer count for vectored
-  Address* address = nullptr;        // accept/receive_from: out; connect/send_to: in
+  void* data = nullptr;        // receive/send buffer, or const ConstBuffer* for vectored
+  std::size_t size = 0;        // bytes, or buffer count for vectored
+  Address* address = nullptr;  // accept/receive_from: out; connect/send_to: in
 
-  std::int64_t result = 0;           // set when start() completes inline
+  std::int64_t result = 0;  // set when start() completes inline
 
   // Engine bookkeeping; callers leave these alone.
   /// A node in an engine's hand-off queue (e.g. io_uring's submission queue to its poller).
@@ -73,9 +73,9 @@ struct Operation {
   };
   Link start_link;
   std::atomic<bool> cancel_requested{false};
-  std::uint32_t stage = 0;           // connect: 0 = not started, 1 = in progress (readiness)
-  std::uint32_t ready_seq = 0;       // readiness engines: the readiness generation last tried
-  std::uint32_t address_size = 0;    // socklen_t for accept/receive_from
+  std::uint32_t stage = 0;               // connect: 0 = not started, 1 = in progress (readiness)
+  std::uint32_t ready_seq = 0;           // readiness engines: the readiness generation last tried
+  std::uint32_t address_size = 0;        // socklen_t for accept/receive_from
   alignas(8) unsigned char scratch[96];  // e.g. msghdr + iovec for the message operations
 };
 

@@ -19,8 +19,8 @@ class [[nodiscard]] Result {
  public:
   using value_type = T;
 
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
-  Result(std::error_code error) : state_(std::in_place_index<1>, error) {      // NOLINT: implicit
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}    // NOLINT: implicit
+  Result(std::error_code error) : state_(std::in_place_index<1>, error) {  // NOLINT: implicit
     assert(error);
   }
 

@@ -6,8 +6,8 @@
 namespace arbor {
 
 enum class Errc {
-  end_of_stream = 1,    // read_exact: the peer closed before the buffer was full
-  not_in_runtime,       // an operation that needs a runtime was awaited outside its tasks
+  end_of_stream = 1,  // read_exact: the peer closed before the buffer was full
+  not_in_runtime,     // an operation that needs a runtime was awaited outside its tasks
 };
 
 const std::error_category& error_category() noexcept;

@@ -21,8 +21,8 @@ namespace arbor::detail {
 
 class IoAwaiter : public io::Operation {
  public:
-  IoAwaiter(io::Engine* engine, io::Descriptor* socket, io::OpKind op_kind,
-            void* buffer = nullptr, std::size_t length = 0, Address* addr = nullptr) noexcept
+  IoAwaiter(io::Engine* engine, io::Descriptor* socket, io::OpKind op_kind, void* buffer = nullptr,
+            std::size_t length = 0, Address* addr = nullptr) noexcept
       : engine_(engine) {
     this->descriptor = socket;
     this->kind = op_kind;

@@ -99,9 +99,8 @@ class Runtime {
   static void start_spawned(sched::WorkItem* item, sched::Disposition) noexcept {
     // Running or dropped (scheduler stopping), the task is resumed: a dropped start only
     // happens after shutdown gave up waiting, and resuming lets it see its cancelled token.
-    auto* core = static_cast<detail::SpawnCore*>(
-        reinterpret_cast<detail::SpawnCore*>(reinterpret_cast<char*>(item) -
-                                             offsetof(detail::SpawnCore, start)));
+    auto* core = static_cast<detail::SpawnCore*>(reinterpret_cast<detail::SpawnCore*>(
+        reinterpret_cast<char*>(item) - offsetof(detail::SpawnCore, start)));
     auto& promise = static_cast<Promise&>(*core);
     io::SubmitBatch batch;
     std::coroutine_handle<Promise>::from_promise(promise).resume();

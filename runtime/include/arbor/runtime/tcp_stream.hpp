@@ -44,18 +44,21 @@ class TcpStream {
 
   /// Reads what is available, at least one byte; 0 means the peer closed its side.
   detail::TransferAwaiter read_some(std::span<std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::receive, buffer.data(), buffer.size());
+    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::receive, buffer.data(),
+                                   buffer.size());
   }
   /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
   Task<Result<void>> read_exact(std::span<std::byte> buffer);
 
   /// Writes some of `buffer` (at least one byte unless it is empty).
   detail::TransferAwaiter write_some(std::span<const std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send, const_cast<std::byte*>(buffer.data()), buffer.size());
+    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send,
+                                   const_cast<std::byte*>(buffer.data()), buffer.size());
   }
   /// Gather write of some of `buffers` (no copy; the array must outlive the await).
   detail::TransferAwaiter write_some(std::span<const io::ConstBuffer> buffers) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send_vectored, const_cast<io::ConstBuffer*>(buffers.data()), buffers.size());
+    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send_vectored,
+                                   const_cast<io::ConstBuffer*>(buffers.data()), buffers.size());
   }
   /// Writes all of `buffer`.
   Task<Result<void>> write_all(std::span<const std::byte> buffer);

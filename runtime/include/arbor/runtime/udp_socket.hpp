@@ -29,12 +29,13 @@ class UdpSocket {
   /// One datagram into `buffer` (truncated if larger); `from` receives the sender.
   detail::TransferAwaiter receive_from(std::span<std::byte> buffer, Address& from) noexcept {
     return detail::TransferAwaiter(engine_, descriptor_.load(std::memory_order_acquire),
-                              io::OpKind::receive_from, buffer.data(), buffer.size(), &from);
+                                   io::OpKind::receive_from, buffer.data(), buffer.size(), &from);
   }
   /// Sends `buffer` as one datagram to `to` (which must outlive the await).
   detail::TransferAwaiter send_to(std::span<const std::byte> buffer, const Address& to) noexcept {
     return detail::TransferAwaiter(engine_, descriptor_.load(std::memory_order_acquire),
-                              io::OpKind::send_to, const_cast<std::byte*>(buffer.data()), buffer.size(), const_cast<Address*>(&to));
+                                   io::OpKind::send_to, const_cast<std::byte*>(buffer.data()),
+                                   buffer.size(), const_cast<Address*>(&to));
   }
   Result<Address> local_address() const noexcept;
   void close() noexcept;

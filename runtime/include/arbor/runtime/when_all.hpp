@@ -67,7 +67,8 @@ Task<std::vector<detail::non_void_t<T>>> when_all(std::vector<Task<T>> tasks) {
   } else {
     std::vector<JoinHandle<T>> handles;
     handles.reserve(tasks.size());
-    for (auto& t : tasks) handles.push_back(detail::start_child(ctx, std::move(t)));
+    for (auto& t : tasks)
+      handles.push_back(detail::start_child(ctx, std::move(t)));
     for (auto& h : handles) {
       try {
         results.push_back(co_await detail::join_child(std::move(h)));
@@ -84,19 +85,24 @@ template <class... Ts>
 Task<std::tuple<detail::non_void_t<Ts>...>> when_all(Task<Ts>... tasks) {
   const TaskContext& ctx = co_await detail::CurrentContext{};
   if (ctx.runtime == nullptr)
-    co_return std::tuple<detail::non_void_t<Ts>...>{co_await detail::run_inline(std::move(tasks))...};
+    co_return std::tuple<detail::non_void_t<Ts>...>{
+        co_await detail::run_inline(std::move(tasks))...};
   auto handles = std::make_tuple(detail::start_child(ctx, std::move(tasks))...);
   std::exception_ptr first_error;
   std::tuple<std::optional<detail::non_void_t<Ts>>...> results;
-  co_await [&]<std::size_t... I>(std::index_sequence<I...>) -> Task<void> {
-    (co_await [&]() -> Task<void> {
-      try {
-        std::get<I>(results).emplace(co_await detail::join_child(std::move(std::get<I>(handles))));
-      } catch (...) {
-        if (!first_error) first_error = std::current_exception();
-      }
-    }(), ...);
-  }(std::index_sequence_for<Ts...>{});
+  co_await [&]<std::size_t... I>(std::index_sequence<I...>)->Task<void> {
+    (
+        co_await [&]() -> Task<void> {
+          try {
+            std::get<I>(results).emplace(
+                co_await detail::join_child(std::move(std::get<I>(handles))));
+          } catch (...) {
+            if (!first_error) first_error = std::current_exception();
+          }
+        }(),
+        ...);
+  }
+  (std::index_sequence_for<Ts...>{});
   if (first_error) std::rethrow_exception(first_error);
   co_return std::apply([](auto&... r) { return std::make_tuple(std::move(*r)...); }, results);
 }
