@@ -4,6 +4,10 @@
 // per-connection buffer (Asio recycles handler memory per thread). Prints "ready <port>".
 #include <sched.h>
 
+// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// (keep the blank line: clang-format must not sort Boost above <utility>)
+
 #include <boost/asio.hpp>
 #include <csignal>
 #include <cstdio>
