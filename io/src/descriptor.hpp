@@ -12,6 +12,7 @@
 // readiness generation and at worst makes a pending operation retry once and find EAGAIN.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <mutex>
 #include <vector>
@@ -67,9 +68,35 @@ struct Descriptor {
   }
 };
 
+/// Runs op's system call once without blocking: >= 0 or -errno (-EAGAIN: would block).
+std::int64_t perform(Operation& op, Handle fd) noexcept;
+
+/// Makes `fd` non-blocking; 0 or -errno.
+int make_non_blocking(Handle fd) noexcept;
+
 /// Grows to the largest number of sockets attached at once, then recycles.
 class DescriptorPool {
  public:
+  /// The first half of every engine's attach(): makes `handle` non-blocking and gives it a
+  /// descriptor owned by one of `owners` pollers (round-robin). Closes the handle on error.
+  Result<Descriptor*> adopt(Handle handle, std::size_t owners) noexcept {
+    if (int e = make_non_blocking(handle); e != 0) {
+      close_handle(handle);
+      return errno_code(e);
+    }
+    Descriptor* d = nullptr;
+    try {
+      d = acquire();
+    } catch (const std::bad_alloc&) {
+      close_handle(handle);
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    const auto owner = next_owner_.fetch_add(1, std::memory_order_relaxed) % owners;
+    std::lock_guard guard(d->lock);
+    d->reset(handle, static_cast<int>(owner));
+    return d;
+  }
+
   Descriptor* acquire() {
     std::lock_guard guard(mutex_);
     if (free_ != nullptr) {
@@ -90,12 +117,7 @@ class DescriptorPool {
   std::mutex mutex_;
   Descriptor* free_ = nullptr;
   std::vector<std::unique_ptr<Descriptor>> all_;
+  std::atomic<std::uint64_t> next_owner_{0};
 };
-
-/// Runs op's system call once without blocking: >= 0 or -errno (-EAGAIN: would block).
-std::int64_t perform(Operation& op, Handle fd) noexcept;
-
-/// Makes `fd` non-blocking; 0 or -errno.
-int make_non_blocking(Handle fd) noexcept;
 
 }  // namespace arbor::io

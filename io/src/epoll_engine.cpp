@@ -60,23 +60,10 @@ class EpollEngine final : public Engine {
   const char* name() const noexcept override { return "epoll"; }
 
   Result<Descriptor*> attach(Handle handle) noexcept override {
-    if (int e = make_non_blocking(handle); e != 0) {
-      close_handle(handle);
-      return errno_code(e);
-    }
-    Descriptor* d = nullptr;
-    try {
-      d = descriptors_pool_.acquire();
-    } catch (const std::bad_alloc&) {
-      close_handle(handle);
-      return std::make_error_code(std::errc::not_enough_memory);
-    }
-    const int poller =
-        static_cast<int>(next_poller_.fetch_add(1, std::memory_order_relaxed) % pollers_.size());
-    {
-      std::lock_guard guard(d->lock);
-      d->reset(handle, poller);
-    }
+    auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
+    if (!adopted) return adopted;
+    Descriptor* d = *adopted;
+    const int poller = d->poller;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
     ev.data.ptr = d;
@@ -286,7 +273,6 @@ class EpollEngine final : public Engine {
 
   std::vector<Poller> pollers_;
   DescriptorPool descriptors_pool_;
-  std::atomic<std::uint64_t> next_poller_{0};
 };
 
 }  // namespace

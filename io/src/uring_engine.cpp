@@ -183,28 +183,9 @@ class UringEngine final : public Engine {
   const char* mode() const noexcept { return mode_; }
 
   Result<Descriptor*> attach(Handle handle) noexcept override {
-    if (int e = make_non_blocking(handle); e != 0) {
-      close_handle(handle);
-      return errno_code(e);
-    }
-    Descriptor* d = nullptr;
-    try {
-      d = pool_.acquire();
-    } catch (const std::bad_alloc&) {
-      close_handle(handle);
-      return std::make_error_code(std::errc::not_enough_memory);
-    }
-    const int ring =
-        static_cast<int>(next_ring_.fetch_add(1, std::memory_order_relaxed) % rings_.size());
-    {
-      std::lock_guard guard(d->lock);
-      d->reset(handle, ring);
-      d->close_link.kind = kClose;
-      d->cancel_link[0].kind = kCancelRead;
-      d->cancel_link[1].kind = kCancelWrite;
-    }
-    descriptors_.fetch_add(1, std::memory_order_relaxed);
-    return d;
+    auto adopted = pool_.adopt(handle, rings_.size());
+    if (adopted) descriptors_.fetch_add(1, std::memory_order_relaxed);
+    return adopted;
   }
 
   bool start(Operation& op) noexcept override {
@@ -256,6 +237,7 @@ class UringEngine final : public Engine {
       // close in the queue, or it could outlive the recycled descriptor).
       if (d.closed || d.slot[side] != &op || d.cancel_queued[side]) return;
       d.cancel_queued[side] = true;
+      d.cancel_link[side].kind = side == 0 ? kCancelRead : kCancelWrite;
       ring.push(d.cancel_link[side]);
     }
     ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
@@ -268,6 +250,7 @@ class UringEngine final : public Engine {
       if (d->closed) return;
       d->closed = true;
       d->close_queued = true;
+      d->close_link.kind = kClose;
       ring.push(d->close_link);
     }
     ring.wake_if_sleeping(&ring);
@@ -399,6 +382,7 @@ class UringEngine final : public Engine {
   static void queue_close_if_due(Ring& ring, Descriptor& d) noexcept {
     if (d.closed && d.busy == 0 && !d.fd_closed && !d.close_queued) {
       d.close_queued = true;
+      d.close_link.kind = kClose;
       ring.push(d.close_link);
     }
   }
@@ -515,7 +499,6 @@ class UringEngine final : public Engine {
 
   std::vector<std::unique_ptr<Ring>> rings_;
   DescriptorPool pool_;
-  std::atomic<std::uint64_t> next_ring_{0};
   bool needs_enable_ = false;
   const char* mode_ = "basic";
 };
