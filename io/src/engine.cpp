@@ -11,10 +11,10 @@
 #include <limits>
 #include <string_view>
 
+#include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/event_tree.hpp"
 #include "descriptor.hpp"
-#include "log.hpp"
 
 namespace arbor::io {
 
@@ -193,10 +193,7 @@ void Engine::stop() noexcept {
 
 bool Engine::add_timer(Timer& timer) {
   const auto added = timers_.add(timer);
-  if (added == TimerQueue::Added::queued_earliest) {
-    wakes_.fetch_add(1, std::memory_order_relaxed);
-    wake(0);
-  }
+  if (added == TimerQueue::Added::queued_earliest) wake(0);
   return added != TimerQueue::Added::cancelled;
 }
 

@@ -17,9 +17,9 @@
 #include <cerrno>
 
 #include "arbor/io/engine.hpp"
+#include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "descriptor.hpp"
-#include "log.hpp"
 
 namespace arbor::io {
 namespace {
@@ -183,6 +183,7 @@ class EpollEngine final : public Engine {
   }
 
   void wake(int poller) noexcept override {
+    wakes_.fetch_add(1, std::memory_order_relaxed);
     const std::uint64_t one = 1;
     [[maybe_unused]] auto r =
         ::write(pollers_[static_cast<std::size_t>(poller)].eventfd, &one, sizeof one);

@@ -33,9 +33,9 @@
 #include <memory>
 
 #include "arbor/io/engine.hpp"
+#include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "descriptor.hpp"
-#include "log.hpp"
 
 namespace arbor::io {
 namespace {
@@ -115,6 +115,7 @@ struct Ring {
   std::atomic<Operation::Link*> incoming{nullptr};
   std::atomic<bool> sleeping{false};
   std::atomic<std::uint64_t>* wakes = nullptr;
+  std::atomic<std::uint64_t>* submits = nullptr;
 
   ~Ring() {
     if (initialised) io_uring_queue_exit(&ring);
@@ -153,6 +154,7 @@ struct Ring {
   io_uring_sqe* get_sqe() noexcept {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
     while (sqe == nullptr) {
+      submits->fetch_add(1, std::memory_order_relaxed);
       io_uring_submit(&ring);
       sqe = io_uring_get_sqe(&ring);
     }
@@ -168,7 +170,8 @@ class UringEngine final : public Engine {
   std::error_code init() {
     for (auto& r : rings_) {
       r = std::make_unique<Ring>();
-      r->wakes = &submits_;
+      r->wakes = &wakes_;
+      r->submits = &submits_;
       r->eventfd = ::eventfd(0, EFD_CLOEXEC);
       if (r->eventfd < 0) return {errno, std::system_category()};
       if (auto e = setup(*r)) return e;
@@ -279,6 +282,7 @@ class UringEngine final : public Engine {
       ts.tv_sec = timeout_ns / 1'000'000'000;
       ts.tv_nsec = timeout_ns % 1'000'000'000;
     }
+    if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
     const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1,
                                                    timeout_ns >= 0 ? &ts : nullptr, nullptr);
     r.sleeping.store(false, std::memory_order_relaxed);

@@ -32,6 +32,15 @@ struct Receive : Operation {
   std::atomic<int> completions{0};
   std::atomic<std::int64_t> last{0};
   Countdown* done = nullptr;
+  /// A one-byte receive on `d` that counts `counter` down when it completes.
+  void prepare(Descriptor* d, Countdown& counter) noexcept {
+    descriptor = d;
+    kind = OpKind::receive;
+    data = &byte;
+    size = 1;
+    complete = &on_complete;
+    done = &counter;
+  }
   static void on_complete(Operation& op, std::int64_t result) noexcept {
     auto& self = static_cast<Receive&>(op);
     self.last = result;
@@ -63,12 +72,7 @@ TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
     auto d = engine->attach(fds[0]);
     ASSERT_TRUE(d);
     readers[i] = *d;
-    ops[i].descriptor = *d;
-    ops[i].kind = OpKind::receive;
-    ops[i].data = &ops[i].byte;
-    ops[i].size = 1;
-    ops[i].complete = &Receive::on_complete;
-    ops[i].done = &done;
+    ops[i].prepare(*d, done);
     ASSERT_FALSE(engine->start(ops[i])) << "nothing to read yet: must be pending";
   }
   const auto before = engine->counters();
@@ -150,11 +154,7 @@ TEST_P(EngineTest, CancelCompletesAPendingReceiveOnce) {
   ASSERT_TRUE(d);
   Countdown done(1);
   Receive op;
-  op.descriptor = *d;
-  op.data = &op.byte;
-  op.size = 1;
-  op.complete = &Receive::on_complete;
-  op.done = &done;
+  op.prepare(*d, done);
   ASSERT_FALSE(engine->start(op));
   engine->cancel(op);
   ASSERT_TRUE(done.wait());
@@ -179,11 +179,7 @@ TEST_P(EngineTest, InlineModeRunsCompletionsOnThePoller) {
   ASSERT_TRUE(d);
   Countdown done(1);
   Receive op;
-  op.descriptor = *d;
-  op.data = &op.byte;
-  op.size = 1;
-  op.complete = &Receive::on_complete;
-  op.done = &done;
+  op.prepare(*d, done);
   ASSERT_FALSE(engine->start(op));
   ASSERT_EQ(::write(fds[1], "x", 1), 1);
   ASSERT_TRUE(done.wait());

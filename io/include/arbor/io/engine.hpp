@@ -59,8 +59,8 @@ struct EngineCounters {
   std::uint64_t events = 0;  // completions and fired timers delivered
   std::uint64_t trees = 0;   // event trees submitted
   std::uint64_t largest_batch = 0;
-  std::uint64_t submits = 0;      // system calls that submitted work (io_uring_enter)
-  std::uint64_t wakes = 0;        // poller wake-ups requested
+  std::uint64_t submits = 0;      // io_uring_enter calls that submitted SQEs (0 for epoll)
+  std::uint64_t wakes = 0;        // poller wake-ups sent from other threads (eventfd writes)
   std::uint64_t descriptors = 0;  // sockets attached now
   std::uint64_t timers = 0;       // timers pending now
 };
@@ -128,6 +128,7 @@ class Engine {
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
   std::atomic<std::uint64_t> submits_{0};
+  std::atomic<std::uint64_t> wakes_{0};
   std::atomic<std::uint64_t> descriptors_{0};
 
  private:
@@ -140,7 +141,7 @@ class Engine {
   std::atomic<std::int64_t> armed_deadline_{0};  // the deadline poller 0 sleeps towards
   std::vector<std::thread> pollers_;
   std::atomic<bool> stopping_{false};
-  std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0}, wakes_{0};
+  std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0};
 };
 
 }  // namespace arbor::io

@@ -1,2 +1,0 @@
-#pragma once
-#include "arbor/io/log.hpp"
