@@ -107,6 +107,13 @@ class DescriptorPool {
     all_.push_back(std::make_unique<Descriptor>());
     return all_.back().get();
   }
+  /// Calls fn(descriptor) for every descriptor ever made (idle ones have empty slots).
+  template <class Fn>
+  void for_each(Fn&& fn) {
+    std::lock_guard guard(mutex_);
+    for (auto& d : all_)
+      fn(*d);
+  }
   void release(Descriptor* d) noexcept {
     std::lock_guard guard(mutex_);
     d->next_free = free_;

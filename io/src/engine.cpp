@@ -203,6 +203,23 @@ void Engine::cancel_timer(Timer& timer) noexcept {
   deliver({&event, 1});
 }
 
+void Engine::cancel_all() noexcept {
+  if (cancelling_.exchange(true, std::memory_order_acq_rel)) return;
+  cancel_parked();
+  // Shutdown path: allocating here is fine (and if it fails, the timers fire at their time).
+  try {
+    std::vector<Timer*> timers;
+    timers_.cancel_all(timers);
+    std::vector<sched::Event> events;
+    events.reserve(timers.size());
+    for (Timer* t : timers)
+      events.push_back({&fire_timer, t, -ECANCELED, 0});
+    deliver(events);
+  } catch (const std::bad_alloc&) {
+    log::error("cancel_all: out of memory; pending timers will fire at their deadlines");
+  }
+}
+
 void Engine::deliver(std::span<const sched::Event> events) noexcept {
   if (events.empty()) return;
   events_.fetch_add(events.size(), std::memory_order_relaxed);

@@ -88,7 +88,7 @@ class EpollEngine final : public Engine {
     std::uint32_t seq;
     {
       std::lock_guard guard(d.lock);
-      if (d.closed || op.cancel_requested.load(std::memory_order_relaxed)) {
+      if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
         op.result = -ECANCELED;
         return true;
       }
@@ -138,6 +138,19 @@ class EpollEngine final : public Engine {
   }
 
  protected:
+  void cancel_parked() noexcept override {
+    descriptors_pool_.for_each([this](Descriptor& d) {
+      Operation* parked[2];
+      {
+        std::lock_guard guard(d.lock);
+        parked[0] = std::exchange(d.slot[0], nullptr);
+        parked[1] = std::exchange(d.slot[1], nullptr);
+      }
+      for (Operation* op : parked)
+        if (op != nullptr) complete_later(*op, -ECANCELED);
+    });
+  }
+
   std::size_t wait(int poller, std::int64_t timeout_ns,
                    std::span<sched::Event> out) noexcept override {
     Poller& p = pollers_[static_cast<std::size_t>(poller)];
@@ -209,7 +222,8 @@ class EpollEngine final : public Engine {
       {
         std::lock_guard guard(d.lock);
         if (r == -EAGAIN) {
-          const bool cancelled = d.closed || op.cancel_requested.load(std::memory_order_relaxed);
+          const bool cancelled =
+              d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling();
           if (!cancelled && d.seq[side] != seq) {
             seq = d.seq[side];  // readiness arrived while we tried: try again
             continue;

@@ -13,7 +13,7 @@ std::int64_t now_ns() noexcept {
 
 TimerQueue::Added TimerQueue::add(Timer& timer) {
   std::lock_guard lock(mutex_);
-  if (timer.cancelled) return Added::cancelled;
+  if (timer.cancelled || closed_) return Added::cancelled;
   heap_.push_back(&timer);
   timer.heap_index = heap_.size() - 1;
   sift_up(timer.heap_index);
@@ -42,6 +42,18 @@ bool TimerQueue::cancel(Timer& timer) noexcept {
     sift_down(last->heap_index);
   }
   return true;
+}
+
+void TimerQueue::cancel_all(std::vector<Timer*>& out) {
+  std::lock_guard lock(mutex_);
+  closed_ = true;
+  out.reserve(out.size() + heap_.size());
+  for (Timer* t : heap_) {
+    t->cancelled = true;
+    t->heap_index = Timer::kNotQueued;
+    out.push_back(t);
+  }
+  heap_.clear();
 }
 
 std::int64_t TimerQueue::next_deadline() const noexcept {

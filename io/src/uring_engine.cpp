@@ -206,15 +206,18 @@ class UringEngine final : public Engine {
       {
         std::lock_guard guard(d.lock);
         --d.busy;
-        if (r == -EAGAIN && !d.closed) {
+        if (r == -EAGAIN && !d.closed && !cancelling() &&
+            !op.cancel_requested.load(std::memory_order_relaxed)) {
           queue_start(ring, d, op, side);
           queued = true;
         } else {
           queue_close_if_due(ring, d);
         }
       }
-      if (queued) ring.notify();
-      if (queued) return false;
+      if (queued) {
+        ring.notify();
+        return false;
+      }
       op.result = r == -EAGAIN ? -ECANCELED : r;
       return true;
     }
@@ -260,6 +263,24 @@ class UringEngine final : public Engine {
   }
 
  protected:
+  void cancel_parked() noexcept override {
+    pool_.for_each([this](Descriptor& d) {
+      std::lock_guard guard(d.lock);
+      if (d.closed) return;  // its close request cancels its operations
+      for (int side = 0; side < 2; ++side) {
+        Operation* op = d.slot[side];
+        if (op == nullptr) continue;
+        op->cancel_requested.store(true, std::memory_order_relaxed);
+        if (d.cancel_queued[side]) continue;  // the queued request will see the flag
+        d.cancel_queued[side] = true;
+        d.cancel_link[side].kind = side == 0 ? kCancelRead : kCancelWrite;
+        ring_of(d).push(d.cancel_link[side]);
+      }
+    });
+    for (auto& r : rings_)
+      r->wake_now();
+  }
+
   std::size_t wait(int poller, std::int64_t timeout_ns,
                    std::span<sched::Event> out) noexcept override {
     Ring& r = *rings_[static_cast<std::size_t>(poller)];
@@ -363,8 +384,8 @@ class UringEngine final : public Engine {
   }
 
   // Under d.lock: whether op may start; if not, its inline result is set.
-  static bool admit(Descriptor& d, Operation& op, int side) noexcept {
-    if (d.closed || op.cancel_requested.load(std::memory_order_relaxed)) {
+  bool admit(Descriptor& d, Operation& op, int side) const noexcept {
+    if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
       op.result = -ECANCELED;
       return false;
     }
@@ -411,7 +432,8 @@ class UringEngine final : public Engine {
           bool refuse;
           {
             std::lock_guard guard(d.lock);
-            refuse = d.closed || op->cancel_requested.load(std::memory_order_relaxed);
+            refuse =
+                d.closed || op->cancel_requested.load(std::memory_order_relaxed) || cancelling();
           }
           if (refuse) {
             finish_refused(*op);

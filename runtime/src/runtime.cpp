@@ -70,7 +70,7 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
                             "arbor: engine '" + options_.engine.kind + "' cannot start");
   }
   engine_ = std::move(*engine);
-  root_ = TaskContext{this, stop_.get_token()};
+  root_ = TaskContext{this, stop_.get_token(), /*engine_cancels=*/true};
 }
 
 Result<std::unique_ptr<Runtime>> Runtime::create(RuntimeOptions options) {
@@ -87,13 +87,18 @@ Runtime::~Runtime() {
   scheduler_.reset();
 }
 
+void Runtime::request_stop() noexcept {
+  stop_.request_stop();   // tasks polling the token, with_timeout children, user callbacks
+  engine_->cancel_all();  // every operation and sleep under the root context
+}
+
 void Runtime::shutdown() noexcept {
   {
     std::lock_guard lock(shutdown_mutex_);
     if (shut_down_) return;
     shut_down_ = true;
   }
-  stop_.request_stop();
+  request_stop();
   {
     std::unique_lock lock(shutdown_mutex_);
     const bool finished = all_finished_.wait_for(lock, options_.shutdown_timeout, [this] {

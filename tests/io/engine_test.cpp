@@ -167,6 +167,43 @@ TEST_P(EngineTest, CancelCompletesAPendingReceiveOnce) {
   scheduler.stop();
 }
 
+TEST_P(EngineTest, CancelAllCancelsPendingWorkAndRefusesLaterWork) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  auto engine = make(scheduler, {});
+  ASSERT_TRUE(engine);
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto d = engine->attach(fds[0]);
+  ASSERT_TRUE(d);
+  Countdown done(2);
+  Receive op;
+  op.prepare(*d, done);
+  ASSERT_FALSE(engine->start(op));
+  Timed timer;
+  timer.deadline_ns = now_ns() + 3'600'000'000'000;  // an hour: only cancellation ends it
+  timer.handler = &Timed::on_event;
+  timer.done = &done;
+  ASSERT_TRUE(engine->add_timer(timer));
+  engine->cancel_all();
+  ASSERT_TRUE(done.wait());
+  EXPECT_EQ(op.last.load(), -ECANCELED);
+  EXPECT_EQ(timer.result.load(), -ECANCELED);
+  // Later work is refused at once, even with data ready.
+  ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  Receive later;
+  Countdown unused(1);
+  later.prepare(*d, unused);
+  EXPECT_TRUE(engine->start(later));
+  EXPECT_EQ(later.result, -ECANCELED);
+  Timed later_timer;
+  later_timer.handler = &Timed::on_event;
+  EXPECT_FALSE(engine->add_timer(later_timer));
+  engine->close(*d);
+  ::close(fds[1]);
+  engine->stop();
+  scheduler.stop();
+}
+
 TEST_P(EngineTest, InlineModeRunsCompletionsOnThePoller) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   EngineOptions o;

@@ -102,6 +102,13 @@ class Engine {
   /// Delivers a queued timer now with -ECANCELED; a timer not yet added will not be added.
   void cancel_timer(Timer& timer) noexcept;
 
+  /// Cancels every pending operation and timer (they complete with -ECANCELED) and refuses
+  /// every later one the same way. For shutdown: it is how a runtime cancels its tasks' IO
+  /// without each operation registering on a shared stop_token (see docs/architecture.md).
+  void cancel_all() noexcept;
+  /// Whether cancel_all() has run.
+  bool cancelling() const noexcept { return cancelling_.load(std::memory_order_acquire); }
+
   /// Delivers events to the scheduler as trees (or runs them here in inline mode).
   void deliver(std::span<const sched::Event> events) noexcept;
 
@@ -120,6 +127,9 @@ class Engine {
                            std::span<sched::Event> out) noexcept = 0;
   /// Makes poller's current or next wait() return soon.
   virtual void wake(int poller) noexcept = 0;
+  /// cancel_all()'s backend half: cancel every operation parked in a descriptor. Runs after
+  /// cancelling() became true; an operation that reaches a descriptor lock later sees it.
+  virtual void cancel_parked() noexcept = 0;
   /// Runs on each poller thread before its first wait().
   virtual void on_poller_start(int /*poller*/) noexcept {}
 
@@ -141,6 +151,7 @@ class Engine {
   std::atomic<std::int64_t> armed_deadline_{0};  // the deadline poller 0 sleeps towards
   std::vector<std::thread> pollers_;
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> cancelling_{false};
   std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0};
 };
 

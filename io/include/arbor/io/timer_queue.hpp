@@ -45,6 +45,8 @@ class TimerQueue {
   /// Marks `timer` cancelled and unqueues it if it has not been popped yet; returns whether it
   /// was unqueued. Marking under the lock closes the race with a concurrent add().
   bool cancel(Timer& timer) noexcept;
+  /// Moves every queued timer to `out` (each marked cancelled) and refuses every later add().
+  void cancel_all(std::vector<Timer*>& out);
   /// The earliest deadline, or INT64_MAX when empty.
   std::int64_t next_deadline() const noexcept;
   /// Pops up to `max` timers with deadline <= now into out, earliest first.
@@ -61,6 +63,7 @@ class TimerQueue {
   mutable std::mutex mutex_;
   std::vector<Timer*> heap_;
   std::int64_t armed_ = 0;  // guarded by mutex_
+  bool closed_ = false;     // guarded by mutex_: cancel_all() ran
 };
 
 }  // namespace arbor::io

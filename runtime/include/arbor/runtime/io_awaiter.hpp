@@ -3,8 +3,10 @@
 // await_suspend registers a stop_callback on the task's stop_token first, then starts the
 // operation. If the token fires before the start, the engine sees cancel_requested and
 // finishes the operation inline with -ECANCELED; if it fires while the operation is pending,
-// the engine completes it early. Once start() reports "pending", the completion may resume
-// the task on another worker immediately, so nothing touches the awaiter after that.
+// the engine completes it early. Under the runtime's own token no callback is registered:
+// Runtime::request_stop() cancels through Engine::cancel_all() instead (see TaskContext). Once
+// start() reports "pending", the completion may resume the task on another worker immediately, so
+// nothing touches the awaiter after that.
 #pragma once
 
 #include <coroutine>
@@ -43,7 +45,11 @@ class IoAwaiter : public io::Operation {
     handle_ = h;
     complete = &on_complete;
     const TaskContext& ctx = context_of(h);
-    if (ctx.token.stop_possible()) cancel_.emplace(ctx.token, Canceller{this});
+    if (ctx.token.stop_requested()) {  // a plain load: cheap even on the shared root token
+      result = -ECANCELED;
+      return false;
+    }
+    if (ctx.needs_callback()) cancel_.emplace(ctx.token, Canceller{this});
     return !engine_->start(*this);
   }
 

@@ -78,8 +78,9 @@ class Runtime {
     return JoinHandle<T>(h);
   }
 
-  /// Cancels every task's pending operations (they complete with operation_canceled).
-  void request_stop() noexcept { stop_.request_stop(); }
+  /// Cancels every task's pending and later operations (they complete with
+  /// operation_canceled): the runtime is shutting down. Safe from any thread.
+  void request_stop() noexcept;
   std::stop_token stop_token() const noexcept { return stop_.get_token(); }
 
   /// request_stop(), wait for the tasks, stop the engine and the scheduler. Idempotent.

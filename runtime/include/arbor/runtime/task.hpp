@@ -31,6 +31,14 @@ class Runtime;
 struct TaskContext {
   Runtime* runtime = nullptr;
   std::stop_token token;
+  /// True for the runtime's own context: stopping it also runs Engine::cancel_all(), so an
+  /// operation under it needs no stop_callback of its own. That matters because every task
+  /// shares this token, and registering a callback locks the token's shared state: one
+  /// contended lock per operation across all workers.
+  bool engine_cancels = false;
+
+  /// Whether an operation under this context must register a stop_callback to be cancelled.
+  bool needs_callback() const noexcept { return !engine_cancels && token.stop_possible(); }
 };
 
 namespace detail {

@@ -50,7 +50,7 @@ class SleepAwaiter : io::Timer {
     engine_ = &ctx.runtime->engine();
     handle_ = h;
     handler = &on_event;
-    if (ctx.token.stop_possible()) cancel_.emplace(ctx.token, Canceller{this});
+    if (ctx.needs_callback()) cancel_.emplace(ctx.token, Canceller{this});
     // Once queued, the timer may fire and resume us on another thread: touch nothing after.
     if (engine_->add_timer(*this)) return true;
     result_ = std::make_error_code(std::errc::operation_canceled);  // cancelled first
