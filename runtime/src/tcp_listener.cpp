@@ -46,32 +46,21 @@ Result<TcpListener> TcpListener::bind(Runtime& runtime, const Address& address,
   return TcpListener(runtime.engine(), *descriptor);
 }
 
-TcpListener::TcpListener(TcpListener&& other) noexcept
-    : engine_(other.engine_), descriptor_(other.descriptor_.exchange(nullptr)) {}
-
-TcpListener& TcpListener::operator=(TcpListener&& other) noexcept {
-  if (this != &other) {
-    close();
-    engine_ = other.engine_;
-    descriptor_.store(other.descriptor_.exchange(nullptr), std::memory_order_release);
-  }
-  return *this;
-}
-
 Task<Result<TcpStream>> TcpListener::accept(Address* peer) {
   using std::chrono::milliseconds;
   milliseconds backoff{0};
   for (;;) {
-    io::Descriptor* d = descriptor_.load(std::memory_order_acquire);
-    auto handle = co_await detail::AcceptAwaiter(engine_, d, io::OpKind::accept, nullptr, 0, peer);
+    io::Engine* engine = socket_.engine();
+    auto handle = co_await detail::AcceptAwaiter(engine, socket_.descriptor(), io::OpKind::accept,
+                                                 nullptr, 0, peer);
     if (handle) {
       if (backoff.count() != 0) log::info("accept: descriptors available again");
-      auto attached = engine_->attach(*handle);
+      auto attached = engine->attach(*handle);
       if (!attached) {
         if (is_exhaustion(attached.error())) continue;
         co_return attached.error();
       }
-      co_return TcpStream(*engine_, *attached);
+      co_return TcpStream(*engine, *attached);
     }
     const std::error_code error = handle.error();
     if (is_peer_abort(error)) continue;
@@ -86,17 +75,6 @@ Task<Result<TcpStream>> TcpListener::accept(Address* peer) {
     }
     if (auto slept = co_await sleep_for(backoff); !slept) co_return slept.error();
   }
-}
-
-Result<Address> TcpListener::local_address() const noexcept {
-  io::Descriptor* d = descriptor_.load(std::memory_order_acquire);
-  if (d == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
-  return io::local_address(io::Engine::handle(d));
-}
-
-void TcpListener::close() noexcept {
-  if (io::Descriptor* d = descriptor_.exchange(nullptr, std::memory_order_acq_rel))
-    engine_->close(d);
 }
 
 }  // namespace arbor

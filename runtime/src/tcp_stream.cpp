@@ -10,24 +10,6 @@
 
 namespace arbor {
 
-namespace {
-std::error_code closed_error() {
-  return std::make_error_code(std::errc::bad_file_descriptor);
-}
-}  // namespace
-
-TcpStream::TcpStream(TcpStream&& other) noexcept
-    : engine_(other.engine_), descriptor_(other.descriptor_.exchange(nullptr)) {}
-
-TcpStream& TcpStream::operator=(TcpStream&& other) noexcept {
-  if (this != &other) {
-    close();
-    engine_ = other.engine_;
-    descriptor_.store(other.descriptor_.exchange(nullptr), std::memory_order_release);
-  }
-  return *this;
-}
-
 Task<Result<TcpStream>> TcpStream::connect(Runtime& runtime, Address address) {
   auto handle = io::open_socket(address, io::SocketType::tcp);
   if (!handle) co_return handle.error();
@@ -100,49 +82,38 @@ Task<Result<void>> TcpStream::write_all(std::span<const io::ConstBuffer> buffers
 }
 
 Result<void> TcpStream::shutdown_write() noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::shutdown_write(io::Engine::handle(d));
-}
-
-void TcpStream::close() noexcept {
-  if (io::Descriptor* d = descriptor_.exchange(nullptr, std::memory_order_acq_rel))
-    engine_->close(d);
+  auto h = socket_.handle();
+  if (!h) return h.error();
+  return io::shutdown_write(*h);
 }
 
 Result<void> TcpStream::set_no_delay(bool on) noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::set_option(io::Engine::handle(d), io::BoolOption::no_delay, on);
+  auto h = socket_.handle();
+  if (!h) return h.error();
+  return io::set_option(*h, io::BoolOption::no_delay, on);
 }
 
 Result<void> TcpStream::set_keep_alive(bool on) noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::set_option(io::Engine::handle(d), io::BoolOption::keep_alive, on);
+  auto h = socket_.handle();
+  if (!h) return h.error();
+  return io::set_option(*h, io::BoolOption::keep_alive, on);
 }
 
 Result<void> TcpStream::set_linger_reset() noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::set_linger_reset(io::Engine::handle(d));
-}
-
-Result<Address> TcpStream::local_address() const noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::local_address(io::Engine::handle(d));
+  auto h = socket_.handle();
+  if (!h) return h.error();
+  return io::set_linger_reset(*h);
 }
 
 Result<Address> TcpStream::peer_address() const noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return closed_error();
-  return io::peer_address(io::Engine::handle(d));
+  auto h = socket_.handle();
+  if (!h) return h.error();
+  return io::peer_address(*h);
 }
 
 io::Handle TcpStream::native_handle() const noexcept {
-  io::Descriptor* d = descriptor();
-  return d == nullptr ? io::kInvalidHandle : io::Engine::handle(d);
+  auto h = socket_.handle();
+  return h ? *h : io::kInvalidHandle;
 }
 
 }  // namespace arbor

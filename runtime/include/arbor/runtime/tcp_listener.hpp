@@ -12,11 +12,10 @@
 // task (or closing the listener) ends a pending accept with operation_canceled.
 #pragma once
 
-#include <atomic>
-
 #include "arbor/io/address.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/io/result.hpp"
+#include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/tcp_stream.hpp"
 
 namespace arbor {
@@ -33,21 +32,18 @@ class TcpListener {
   TcpListener() = default;
   static Result<TcpListener> bind(Runtime& runtime, const Address& address,
                                   ListenOptions options = {}) noexcept;
-  TcpListener(TcpListener&& other) noexcept;
-  TcpListener& operator=(TcpListener&& other) noexcept;
-  ~TcpListener() { close(); }
 
   /// The next connection; `peer` (if given) receives its address.
   Task<Result<TcpStream>> accept(Address* peer = nullptr);
   /// The bound address (with the real port when bound to port 0).
-  Result<Address> local_address() const noexcept;
-  void close() noexcept;
-  bool is_open() const noexcept { return descriptor_.load(std::memory_order_acquire) != nullptr; }
+  Result<Address> local_address() const noexcept { return socket_.local_address(); }
+  /// Closes now; a pending accept completes with operation_canceled. Idempotent.
+  void close() noexcept { socket_.close(); }
+  bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 
  private:
-  TcpListener(io::Engine& engine, io::Descriptor* d) noexcept : engine_(&engine), descriptor_(d) {}
-  io::Engine* engine_ = nullptr;
-  std::atomic<io::Descriptor*> descriptor_{nullptr};
+  TcpListener(io::Engine& engine, io::Descriptor* d) noexcept : socket_(engine, d) {}
+  detail::AttachedSocket socket_;
 };
 
 }  // namespace arbor

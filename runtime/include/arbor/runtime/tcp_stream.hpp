@@ -11,7 +11,6 @@
 // reset the connection fail with broken_pipe / connection_reset; they never raise SIGPIPE.
 #pragma once
 
-#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <optional>
@@ -20,6 +19,7 @@
 #include "arbor/io/address.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/io/result.hpp"
+#include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/io_awaiter.hpp"
 #include "arbor/runtime/task.hpp"
 
@@ -32,10 +32,7 @@ class TcpStream {
   TcpStream() = default;
   /// Adopts an attached descriptor (what TcpListener::accept and connect produce).
   TcpStream(io::Engine& engine, io::Descriptor* descriptor) noexcept
-      : engine_(&engine), descriptor_(descriptor) {}
-  TcpStream(TcpStream&& other) noexcept;
-  TcpStream& operator=(TcpStream&& other) noexcept;
-  ~TcpStream() { close(); }
+      : socket_(engine, descriptor) {}
 
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
@@ -44,20 +41,21 @@ class TcpStream {
 
   /// Reads what is available, at least one byte; 0 means the peer closed its side.
   detail::TransferAwaiter read_some(std::span<std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::receive, buffer.data(),
-                                   buffer.size());
+    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::receive,
+                                   buffer.data(), buffer.size());
   }
   /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
   Task<Result<void>> read_exact(std::span<std::byte> buffer);
 
   /// Writes some of `buffer` (at least one byte unless it is empty).
   detail::TransferAwaiter write_some(std::span<const std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send,
+    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::send,
                                    const_cast<std::byte*>(buffer.data()), buffer.size());
   }
   /// Gather write of some of `buffers` (no copy; the array must outlive the await).
   detail::TransferAwaiter write_some(std::span<const io::ConstBuffer> buffers) noexcept {
-    return detail::TransferAwaiter(engine_, descriptor(), io::OpKind::send_vectored,
+    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(),
+                                   io::OpKind::send_vectored,
                                    const_cast<io::ConstBuffer*>(buffers.data()), buffers.size());
   }
   /// Writes all of `buffer`.
@@ -68,25 +66,19 @@ class TcpStream {
   /// Sends FIN: the peer reads end-of-stream; this side can still read.
   Result<void> shutdown_write() noexcept;
   /// Closes now; pending operations complete with operation_canceled. Idempotent.
-  void close() noexcept;
-  bool is_open() const noexcept { return descriptor() != nullptr; }
+  void close() noexcept { socket_.close(); }
+  bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 
   Result<void> set_no_delay(bool on) noexcept;
   Result<void> set_keep_alive(bool on) noexcept;
   /// Makes close() send a reset (RST) instead of a FIN.
   Result<void> set_linger_reset() noexcept;
-  Result<Address> local_address() const noexcept;
+  Result<Address> local_address() const noexcept { return socket_.local_address(); }
   Result<Address> peer_address() const noexcept;
   io::Handle native_handle() const noexcept;
 
  private:
-  io::Descriptor* descriptor() const noexcept {
-    return descriptor_.load(std::memory_order_acquire);
-  }
-  io::Engine* engine_ = nullptr;
-  // Atomic so that close() from one task may race a read started by another (the pending
-  // operation is then cancelled; one started after close sees no descriptor: bad_file).
-  std::atomic<io::Descriptor*> descriptor_{nullptr};
+  detail::AttachedSocket socket_;
 };
 
 }  // namespace arbor
