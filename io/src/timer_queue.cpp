@@ -56,11 +56,6 @@ void TimerQueue::cancel_all(std::vector<Timer*>& out) {
   heap_.clear();
 }
 
-std::int64_t TimerQueue::next_deadline() const noexcept {
-  std::lock_guard lock(mutex_);
-  return heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.front()->deadline_ns;
-}
-
 std::size_t TimerQueue::pop_expired(std::int64_t now, Timer** out, std::size_t max) noexcept {
   std::lock_guard lock(mutex_);
   std::size_t n = 0;

@@ -47,8 +47,6 @@ class TimerQueue {
   bool cancel(Timer& timer) noexcept;
   /// Moves every queued timer to `out` (each marked cancelled) and refuses every later add().
   void cancel_all(std::vector<Timer*>& out);
-  /// The earliest deadline, or INT64_MAX when empty.
-  std::int64_t next_deadline() const noexcept;
   /// Pops up to `max` timers with deadline <= now into out, earliest first.
   std::size_t pop_expired(std::int64_t now, Timer** out, std::size_t max) noexcept;
   std::size_t size() const noexcept;
