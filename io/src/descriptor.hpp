@@ -5,7 +5,8 @@
 // - busy counts threads currently running a system call on `fd` outside the lock. The fd is
 //   closed only when `closed` is set and busy drops to zero, so a close racing an operation can
 //   never make that operation touch a reused descriptor number.
-// - The Descriptor itself returns to the pool only when, in addition, no slot is occupied.
+// - The Descriptor itself returns to the pool only when, in addition, it is idle(): no slot is
+//   occupied and no io_uring multishot operation still names it.
 //
 // Descriptors are never freed while their engine lives, only recycled. A readiness event that
 // a poller harvested just before a close may therefore reach a recycled descriptor: it bumps a
@@ -39,6 +40,24 @@ struct Descriptor {
   Operation::Link cancel_link[2];
   bool close_queued = false;
   bool cancel_queued[2] = {false, false};
+  // io_uring multishot, read side: at most one multishot accept or receive runs per socket,
+  // armed when a reader first waits and kept until it ends (error, EOF, throttle, close).
+  // What it produces and no reader has taken yet waits here: accepted handles in `accepted`
+  // (from accepted_head on), received bytes as a list of provided buffers (chunk_head ..
+  // chunk_tail, linked through ProvidedBuffers::next), and a final result (EOF or an error).
+  Operation::Link arm_link;
+  OpKind arm_kind = OpKind::receive;
+  bool stream = false;  // a stream socket: receives may use the multishot path
+  bool arm_queued = false;
+  bool multishot_armed = false;
+  bool throttled = false;  // a cancel was sent to stop it buffering more
+  bool has_end = false;
+  std::int64_t end_result = 0;
+  std::uint16_t chunk_head = 0xffff;
+  std::uint16_t chunk_tail = 0xffff;
+  std::uint32_t chunk_count = 0;
+  std::vector<Handle> accepted;
+  std::size_t accepted_head = 0;
 
   static constexpr int side(OpKind kind) noexcept { return is_read_side(kind) ? 0 : 1; }
 
@@ -49,6 +68,15 @@ struct Descriptor {
     cancel_queued[0] = cancel_queued[1] = false;
     busy = 0;
     slot[0] = slot[1] = nullptr;
+    stream = arm_queued = multishot_armed = throttled = has_end = false;
+    chunk_head = chunk_tail = 0xffff;
+    chunk_count = 0;
+    accepted.clear();
+    accepted_head = 0;
+  }
+
+  bool idle() const noexcept {
+    return slot[0] == nullptr && slot[1] == nullptr && !multishot_armed;
   }
 
   /// Under `lock`: what the caller must do once it unlocks (see the invariants above).
@@ -63,7 +91,7 @@ struct Descriptor {
       fd_closed = true;
       f.close_fd = fd;
     }
-    f.release = slot[0] == nullptr && slot[1] == nullptr;
+    f.release = idle();
     return f;
   }
 };

@@ -38,6 +38,19 @@ bool parse_number(const char* text, T& out, T lo, T hi) {
   return true;
 }
 
+// A 0|1 switch from the environment; unset leaves `out` alone. False (logged) on bad text.
+bool parse_switch(const char* name, bool& out) {
+  const char* v = std::getenv(name);
+  if (v == nullptr) return true;
+  const std::string_view s(v);
+  if (s == "1" || s == "0") {
+    out = s == "1";
+    return true;
+  }
+  log::error("{}='{}' must be 0 or 1", name, v);
+  return false;
+}
+
 // Wraps every timer so its handler, like every IO completion, runs inside a SubmitBatch.
 void fire_timer(const sched::Event& event, sched::Disposition disposition) noexcept {
   auto* timer = static_cast<Timer*>(event.target);
@@ -110,17 +123,8 @@ Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
     log::error("ARBOR_MAX_TREE='{}' is not a number in 1..4096", v);
     return invalid();
   }
-  if (const char* v = std::getenv("ARBOR_INLINE"); v != nullptr) {
-    const std::string_view s(v);
-    if (s == "1")
-      o.inline_completions = true;
-    else if (s == "0" || s.empty())
-      o.inline_completions = false;
-    else {
-      log::error("ARBOR_INLINE='{}' must be 0 or 1", v);
-      return invalid();
-    }
-  }
+  if (!parse_switch("ARBOR_INLINE", o.inline_completions)) return invalid();
+  if (!parse_switch("ARBOR_MULTISHOT", o.multishot)) return invalid();
   if (o.kind != "auto" && o.kind != "epoll" && o.kind != "uring") {
     log::error("unknown engine '{}' (ARBOR_ENGINE / --engine): expected auto, epoll or uring",
                o.kind);
@@ -262,6 +266,7 @@ void Engine::run_poller(int poller) noexcept {
     if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
     deliver({events.data(), n});
   }
+  on_poller_stop(poller);
 }
 
 EngineCounters Engine::counters() const noexcept {
@@ -272,6 +277,8 @@ EngineCounters Engine::counters() const noexcept {
   c.largest_batch = largest_.load(std::memory_order_relaxed);
   c.submits = submits_.load(std::memory_order_relaxed);
   c.wakes = wakes_.load(std::memory_order_relaxed);
+  c.multishot_arms = multishot_arms_.load(std::memory_order_relaxed);
+  c.buffered_reads = buffered_reads_.load(std::memory_order_relaxed);
   c.descriptors = descriptors_.load(std::memory_order_relaxed);
   c.timers = timers_.size();
   return c;

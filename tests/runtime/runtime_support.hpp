@@ -5,14 +5,26 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "arbor/arbor.hpp"
 
 namespace arbor::test {
 
+/// The engine variants to parameterise over: every engine available here, plus io_uring with
+/// single-shot operations only ("uring-single"), which machines without multishot get.
+inline std::vector<std::string> engine_variants() {
+  auto names = io::Engine::available();
+  for (std::size_t i = 0, n = names.size(); i < n; ++i)
+    if (names[i] == "uring") names.push_back("uring-single");
+  return names;
+}
+
+/// A runtime on `engine` (a name from engine_variants()).
 inline std::unique_ptr<Runtime> make_runtime(const std::string& engine, int workers = 2) {
   RuntimeOptions o;
-  o.engine.kind = engine;
+  o.engine.kind = engine == "uring-single" ? "uring" : engine;
+  o.engine.multishot = engine != "uring-single";
   o.scheduler.workers = workers;
   auto rt = Runtime::create(o);
   EXPECT_TRUE(rt) << rt.error().message();
@@ -20,7 +32,10 @@ inline std::unique_ptr<Runtime> make_runtime(const std::string& engine, int work
 }
 
 inline std::string engine_name(const ::testing::TestParamInfo<std::string>& info) {
-  return info.param;
+  std::string name = info.param;
+  for (char& c : name)
+    if (c == '-') c = '_';
+  return name;
 }
 
 }  // namespace arbor::test

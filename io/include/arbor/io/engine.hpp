@@ -45,8 +45,12 @@ struct EngineOptions {
   bool inline_completions = false;
   /// io_uring submission queue entries.
   unsigned ring_entries = 1024;
+  /// io_uring: multishot accept, and multishot receive into a ring of provided buffers, where
+  /// the kernel has them (single-shot operations otherwise, or when this is false).
+  bool multishot = true;
 
-  /// Reads ARBOR_ENGINE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE and ARBOR_INLINE over
+  /// Reads ARBOR_ENGINE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE, ARBOR_INLINE and
+  /// ARBOR_MULTISHOT over
   /// `defaults`. A bad value is an error naming the variable (invalid_argument).
   static Result<EngineOptions> from_env(EngineOptions defaults);
   static Result<EngineOptions> from_env();
@@ -63,6 +67,8 @@ struct EngineCounters {
   std::uint64_t wakes = 0;        // poller wake-ups sent from other threads (eventfd writes)
   std::uint64_t descriptors = 0;  // sockets attached now
   std::uint64_t timers = 0;       // timers pending now
+  std::uint64_t multishot_arms = 0;  // io_uring multishot accepts/receives submitted
+  std::uint64_t buffered_reads = 0;  // reads/accepts served from what a multishot op had ready
 };
 
 class Engine {
@@ -132,6 +138,8 @@ class Engine {
   virtual void cancel_parked() noexcept = 0;
   /// Runs on each poller thread before its first wait().
   virtual void on_poller_start(int /*poller*/) noexcept {}
+  /// On the poller thread, after its last wait: finish requests made before stop().
+  virtual void on_poller_stop(int /*poller*/) noexcept {}
 
   /// Starts the poller threads; backends call it at the end of their constructor.
   void start_pollers();
@@ -139,6 +147,8 @@ class Engine {
 
   std::atomic<std::uint64_t> submits_{0};
   std::atomic<std::uint64_t> wakes_{0};
+  std::atomic<std::uint64_t> multishot_arms_{0};
+  std::atomic<std::uint64_t> buffered_reads_{0};
   std::atomic<std::uint64_t> descriptors_{0};
 
  private:
