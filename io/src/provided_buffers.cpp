@@ -28,7 +28,8 @@ std::error_code ProvidedBuffers::init(io_uring& ring, unsigned count, unsigned s
   reg.ring_addr = reinterpret_cast<std::uint64_t>(br);
   reg.ring_entries = count;
   reg.bgid = kGroup;
-  if (int e = io_uring_register_buf_ring(&ring, &reg, 0); e < 0) return {-e, std::system_category()};
+  if (int e = io_uring_register_buf_ring(&ring, &reg, 0); e < 0)
+    return {-e, std::system_category()};
   ring_ = br;
   count_ = count;
   size_ = size;
@@ -43,8 +44,8 @@ void ProvidedBuffers::give_back(std::uint16_t id) noexcept {
   do {
     chunks_[id].returned_next = head == 0 ? kNone : static_cast<std::uint16_t>(head - 1);
     // release: the poller's acquire exchange sees returned_next and every read of the buffer.
-  } while (!returned_.compare_exchange_weak(head, std::uint32_t{id} + 1u,
-                                            std::memory_order_release, std::memory_order_relaxed));
+  } while (!returned_.compare_exchange_weak(head, std::uint32_t{id} + 1u, std::memory_order_release,
+                                            std::memory_order_relaxed));
 }
 
 void ProvidedBuffers::recycle(std::uint16_t id) noexcept {

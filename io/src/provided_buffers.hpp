@@ -41,7 +41,9 @@ class ProvidedBuffers {
   std::error_code init(io_uring& ring, unsigned count, unsigned size);
   bool ready() const noexcept { return ring_ != nullptr; }
 
-  std::byte* data(std::uint16_t id) const noexcept { return memory_.get() + std::size_t{id} * size_; }
+  std::byte* data(std::uint16_t id) const noexcept {
+    return memory_.get() + std::size_t{id} * size_;
+  }
 
   /// Any thread: give a consumed buffer back (the poller recycles it on its next wait).
   void give_back(std::uint16_t id) noexcept;

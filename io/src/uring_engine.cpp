@@ -56,9 +56,9 @@ namespace {
 
 // CQE user data: an Operation* (single-shot), or one of these. Operations and descriptors are
 // at least 8-byte aligned, so a descriptor tagged with kMultishotTag cannot collide.
-constexpr std::uint64_t kIgnore = 0;       // cancel requests
-constexpr std::uint64_t kWakeRead = 1;     // the eventfd read
-constexpr std::uint64_t kMultishotTag = 2; // Descriptor* | 2: the socket's multishot operation
+constexpr std::uint64_t kIgnore = 0;        // cancel requests
+constexpr std::uint64_t kWakeRead = 1;      // the eventfd read
+constexpr std::uint64_t kMultishotTag = 2;  // Descriptor* | 2: the socket's multishot operation
 
 enum LinkKind : std::uint8_t {
   kStart = 1,
@@ -73,8 +73,8 @@ constexpr std::uint32_t kParked = 0x4d53;
 
 constexpr unsigned kBufferCount = 1024;  // per ring
 constexpr unsigned kBufferSize = 4096;
-constexpr std::uint32_t kMaxChunks = 16;       // per socket: 64 KiB buffered at most
-constexpr std::size_t kMaxAccepted = 64;       // per listener
+constexpr std::uint32_t kMaxChunks = 16;  // per socket: 64 KiB buffered at most
+constexpr std::size_t kMaxAccepted = 64;  // per listener
 
 std::uint64_t multishot_data(Descriptor& d) noexcept {
   return reinterpret_cast<std::uintptr_t>(&d) | kMultishotTag;
@@ -100,8 +100,8 @@ Descriptor* descriptor_of_arm(Operation::Link* l) noexcept {
 std::int64_t finish_accept(Operation& op, std::int64_t handle) noexcept {
   if (handle < 0 || op.address == nullptr) return handle;
   auto size = static_cast<socklen_t>(Address::capacity());
-  if (::getpeername(static_cast<int>(handle), static_cast<sockaddr*>(op.address->native()),
-                    &size) < 0) {
+  if (::getpeername(static_cast<int>(handle), static_cast<sockaddr*>(op.address->native()), &size) <
+      0) {
     ::close(static_cast<int>(handle));
     return -ECONNABORTED;
   }
@@ -168,7 +168,7 @@ struct Ring {
   std::atomic<std::uint64_t>* wakes = nullptr;
   std::atomic<std::uint64_t>* submits = nullptr;
   ProvidedBuffers buffers;  // freed after ~Ring's body has exited the ring (which unregisters it)
-  bool multishot = false;  // buffers registered: this ring may run multishot operations
+  bool multishot = false;   // buffers registered: this ring may run multishot operations
 
   ~Ring() {
     if (initialised) io_uring_queue_exit(&ring);
@@ -268,8 +268,9 @@ class UringEngine final : public Engine {
     if (ring_of(d).multishot) {
       int type = 0;
       socklen_t size = sizeof type;
-      const bool stream = ::getsockopt(static_cast<int>(handle), SOL_SOCKET, SO_TYPE, &type,
-                                       &size) == 0 && type == SOCK_STREAM;
+      const bool stream =
+          ::getsockopt(static_cast<int>(handle), SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
+          type == SOCK_STREAM;
       std::lock_guard guard(d.lock);
       d.stream = stream;
     }
@@ -462,8 +463,8 @@ class UringEngine final : public Engine {
       std::lock_guard guard(d.lock);
       if (!admit(d, op, 0)) return true;
       if (d.chunk_head != ProvidedBuffers::kNone) {
-        op.result = static_cast<std::int64_t>(
-            take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
+        op.result = static_cast<std::int64_t>(take_chunks(
+            ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
         buffered_reads_.fetch_add(1, std::memory_order_relaxed);
         return true;
       } else if (d.has_end) {
@@ -568,8 +569,7 @@ class UringEngine final : public Engine {
 
   // One CQE of a socket's multishot operation. Returns true if it completed the waiting reader,
   // with the event for it in `event`.
-  bool on_multishot(Ring& r, Descriptor& d, int res, unsigned flags,
-                    sched::Event& event) noexcept {
+  bool on_multishot(Ring& r, Descriptor& d, int res, unsigned flags, sched::Event& event) noexcept {
     Operation* claimed = nullptr;
     std::int64_t result = 0;
     Handle orphan = kInvalidHandle;
@@ -618,8 +618,8 @@ class UringEngine final : public Engine {
         }
         if (op != nullptr && d.chunk_head != ProvidedBuffers::kNone) {
           claimed = op;
-          result = static_cast<std::int64_t>(take_chunks(
-              r.buffers, d, *op, [&](std::uint16_t id) { r.buffers.recycle(id); }));
+          result = static_cast<std::int64_t>(
+              take_chunks(r.buffers, d, *op, [&](std::uint16_t id) { r.buffers.recycle(id); }));
         } else if (op != nullptr && d.has_end) {
           claimed = op;
           result = take_end(d);
@@ -674,7 +674,8 @@ class UringEngine final : public Engine {
 
   // A reader the poller took out of its slot (so these do not touch the slot again).
   void deliver_claimed(Operation& op, std::int64_t result) noexcept {
-    const sched::Event event{&complete_claimed, &op, result, reinterpret_cast<std::uintptr_t>(this)};
+    const sched::Event event{&complete_claimed, &op, result,
+                             reinterpret_cast<std::uintptr_t>(this)};
     deliver({&event, 1});
   }
   static void complete_claimed(const sched::Event& event, sched::Disposition) noexcept {
@@ -836,8 +837,10 @@ class UringEngine final : public Engine {
           if (target != nullptr && target->stage == kParked) {
             {
               std::lock_guard guard(d.lock);
-              if (d.slot[side] == target) d.slot[side] = nullptr;
-              else target = nullptr;  // its multishot result claimed it first
+              if (d.slot[side] == target)
+                d.slot[side] = nullptr;
+              else
+                target = nullptr;  // its multishot result claimed it first
             }
             if (target != nullptr) deliver_claimed(*target, -ECANCELED);
           } else if (target != nullptr) {
@@ -891,7 +894,8 @@ class UringEngine final : public Engine {
       d.chunk_count = 0;
       d.has_end = false;
       orphans.swap(d.accepted);
-      orphans.erase(orphans.begin(), orphans.begin() + static_cast<std::ptrdiff_t>(d.accepted_head));
+      orphans.erase(orphans.begin(),
+                    orphans.begin() + static_cast<std::ptrdiff_t>(d.accepted_head));
       d.accepted_head = 0;
       if (d.busy == 0 && !d.fd_closed) {
         d.fd_closed = true;

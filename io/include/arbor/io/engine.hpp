@@ -63,10 +63,10 @@ struct EngineCounters {
   std::uint64_t events = 0;  // completions and fired timers delivered
   std::uint64_t trees = 0;   // event trees submitted
   std::uint64_t largest_batch = 0;
-  std::uint64_t submits = 0;      // io_uring_enter calls that submitted SQEs (0 for epoll)
-  std::uint64_t wakes = 0;        // poller wake-ups sent from other threads (eventfd writes)
-  std::uint64_t descriptors = 0;  // sockets attached now
-  std::uint64_t timers = 0;       // timers pending now
+  std::uint64_t submits = 0;         // io_uring_enter calls that submitted SQEs (0 for epoll)
+  std::uint64_t wakes = 0;           // poller wake-ups sent from other threads (eventfd writes)
+  std::uint64_t descriptors = 0;     // sockets attached now
+  std::uint64_t timers = 0;          // timers pending now
   std::uint64_t multishot_arms = 0;  // io_uring multishot accepts/receives submitted
   std::uint64_t buffered_reads = 0;  // reads/accepts served from what a multishot op had ready
 };
