@@ -10,6 +10,9 @@ packages=(
   pkg-config liburing-dev libspdlog-dev # io engines, logging
   libgtest-dev                          # tests
   libboost-dev                          # Boost.Asio baselines in perf/
+  rapidjson-dev                         # the HTTP example's JSON serializer
+  curl wrk                              # HTTP integration tests (real clients, wrk smoke run)
+  nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
 )
 
 missing=()

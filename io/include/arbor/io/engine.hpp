@@ -121,6 +121,8 @@ class Engine {
   /// Stops and joins the poller threads. Pending operations stay pending; cancel them first.
   void stop() noexcept;
 
+  /// The pool of event work items completions travel in (for metrics).
+  const sched::EventPool& event_pool() const noexcept { return pool_; }
   EngineCounters counters() const noexcept;
   sched::Scheduler& scheduler() noexcept { return scheduler_; }
 

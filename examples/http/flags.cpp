@@ -1,0 +1,101 @@
+#include "flags.hpp"
+
+#include <charconv>
+#include <limits>
+#include <string_view>
+
+namespace arbor::example {
+namespace {
+
+template <class T>
+bool number(std::string_view text, T& out, T lo, T hi) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec != std::errc{} || end != text.data() + text.size() || v < lo || v > hi) return false;
+  out = v;
+  return true;
+}
+
+}  // namespace
+
+const char* usage() noexcept {
+  return R"(usage: http_server [flags]
+
+Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.1.
+
+  --listen HOST:PORT         address to listen on (default 127.0.0.1:8080; port 0 = any)
+  --workers N                scheduler worker threads (default: one per CPU)
+  --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
+  --pollers N                engine poller threads (default 1)
+  --max-connections N        more are closed as soon as accepted (default 10000)
+  --header-timeout-ms MS     a request head must arrive within this (default 10000)
+  --idle-timeout-ms MS       idle keep-alive connections close after this (default 60000)
+  --max-head BYTES           request line + headers (default 16384; larger: 431)
+  --max-request-line BYTES   (default 8192; longer: 414)
+  --max-body BYTES           largest request body read and discarded (default 1048576; 413)
+  --shutdown-timeout-ms MS   on SIGINT/SIGTERM, how long in-flight requests may take (5000)
+  --help                     this text
+
+Environment: ARBOR_ENGINE, ARBOR_WORKERS, ARBOR_POLLERS, ARBOR_LOG, ... (see README).
+)";
+}
+
+std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& args) {
+  Flags f;
+  auto env = RuntimeOptions::from_env();
+  if (!env) return std::string("invalid ARBOR_* environment: ") + env.error().message();
+  f.runtime = *env;
+  constexpr auto kMaxMs = std::int64_t{24} * 3600 * 1000;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    const std::string& flag = args[i];
+    if (flag == "--help" || flag == "-h") {
+      f.help = true;
+      return f;
+    }
+    if (flag.rfind("--", 0) != 0) return "unexpected argument '" + flag + "'";
+    if (i + 1 >= args.size()) return "flag " + flag + " needs a value";
+    const std::string& value = args[++i];
+    const std::string bad = "invalid value '" + value + "' for " + flag;
+    if (flag == "--listen") {
+      auto a = Address::parse(value);
+      if (!a) return bad + " (expected HOST:PORT, e.g. 127.0.0.1:8080 or [::1]:8080)";
+      f.server.listen = *a;
+    } else if (flag == "--workers") {
+      int n = 0;
+      if (!number(value, n, 1, 1024)) return bad + " (1..1024)";
+      f.runtime.scheduler.workers = n;
+    } else if (flag == "--engine") {
+      if (value != "auto" && value != "epoll" && value != "uring")
+        return bad + " (auto, epoll or uring)";
+      f.runtime.engine.kind = value;
+    } else if (flag == "--pollers") {
+      if (!number(value, f.runtime.engine.pollers, 1, 64)) return bad + " (1..64)";
+    } else if (flag == "--max-connections") {
+      if (!number<std::size_t>(value, f.server.max_connections, 1, 10'000'000))
+        return bad + " (1..10000000)";
+    } else if (flag == "--header-timeout-ms" || flag == "--idle-timeout-ms" ||
+               flag == "--shutdown-timeout-ms") {
+      std::int64_t ms = 0;
+      if (!number<std::int64_t>(value, ms, 1, kMaxMs)) return bad + " (1..86400000)";
+      (flag == "--header-timeout-ms"  ? f.server.header_timeout
+       : flag == "--idle-timeout-ms" ? f.server.idle_timeout
+                                     : f.shutdown_timeout) = std::chrono::milliseconds(ms);
+    } else if (flag == "--max-head") {
+      if (!number<std::size_t>(value, f.server.limits.max_head, 256, 1 << 20))
+        return bad + " (256..1048576)";
+    } else if (flag == "--max-request-line") {
+      if (!number<std::size_t>(value, f.server.limits.max_request_line, 64, 1 << 20))
+        return bad + " (64..1048576)";
+    } else if (flag == "--max-body") {
+      if (!number<std::uint64_t>(value, f.server.limits.max_body, 0, std::uint64_t{1} << 40))
+        return bad + " (0..2^40)";
+    } else {
+      return "unknown flag " + flag + " (see --help)";
+    }
+  }
+  if (f.server.limits.max_request_line > f.server.limits.max_head)
+    return std::string("--max-request-line must not exceed --max-head");
+  return f;
+}
+
+}  // namespace arbor::example

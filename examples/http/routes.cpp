@@ -1,0 +1,124 @@
+#include "routes.hpp"
+
+#include <rapidjson/allocators.h>
+#include <rapidjson/writer.h>
+
+#include <cstdio>
+#include <string_view>
+
+namespace arbor::example {
+namespace {
+
+constexpr std::string_view kAllow = "GET, HEAD";
+
+// A rapidjson output stream over a fixed span: no allocation; overflow truncates (and is
+// reported by size() == capacity, which the callers' spans make impossible for these bodies).
+class SpanStream {
+ public:
+  using Ch = char;
+  explicit SpanStream(std::span<char> out) noexcept : out_(out) {}
+  void Put(char c) noexcept {
+    if (size_ < out_.size()) out_[size_++] = c;
+  }
+  void Flush() noexcept {}
+  std::string_view view() const noexcept { return {out_.data(), size_}; }
+
+ private:
+  std::span<char> out_;
+  std::size_t size_ = 0;
+};
+
+std::string_view json_body(std::span<char> scratch) {
+  // The writer's nesting stack lives in this stack buffer, not on the heap.
+  char stack[1024];
+  rapidjson::MemoryPoolAllocator<> allocator(stack, sizeof stack);
+  SpanStream out(scratch);
+  rapidjson::Writer<SpanStream, rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>>
+      writer(out, &allocator, 4);
+  writer.StartObject();
+  writer.Key("message");
+  writer.String("Hello, World!");
+  writer.EndObject();
+  return out.view();
+}
+
+}  // namespace
+
+http::Reply Routes::operator()(const http::Request& request, std::span<char> scratch) const {
+  const std::string_view path = request.target.substr(0, request.target.find('?'));
+  enum { plaintext, json, metrics_page, unknown } route =
+      path == "/plaintext" ? plaintext
+      : path == "/json"    ? json
+      : path == "/metrics" ? metrics_page
+                           : unknown;
+  if (route == unknown) return {.status = 404, .content_type = "text/plain", .body = "Not Found", .allow = {}};
+  if (request.method != "GET" && request.method != "HEAD")
+    return {.status = 405, .content_type = "text/plain", .body = "Method Not Allowed", .allow = kAllow};
+  switch (route) {
+    case plaintext:
+      return {.status = 200, .content_type = "text/plain", .body = "Hello, World!", .allow = {}};
+    case json:
+      return {.status = 200, .content_type = "application/json", .body = json_body(scratch), .allow = {}};
+    default:
+      return {.status = 200,
+              .content_type = "text/plain; version=0.0.4",
+              .body = {scratch.data(), metrics(scratch)},
+              .allow = {}};
+  }
+}
+
+std::size_t Routes::metrics(std::span<char> out) const {
+  std::size_t size = 0;
+  auto put = [&](const char* name, const char* type, const char* help, unsigned long long v) {
+    if (size >= out.size()) return;
+    const int n = std::snprintf(out.data() + size, out.size() - size,
+                                "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type,
+                                name, v);
+    if (n > 0) size = std::min(out.size(), size + static_cast<std::size_t>(n));
+  };
+  const auto s = runtime_.scheduler().counters();
+  put("arbor_scheduler_workers", "gauge", "Scheduler worker threads.",
+      static_cast<unsigned long long>(runtime_.scheduler().workers()));
+  put("arbor_scheduler_queued", "gauge",
+      "Work items queued (global and local queues, including events packed in trees).",
+      s.queued());
+  put("arbor_scheduler_submitted_total", "counter", "Work items submitted.", s.submitted);
+  put("arbor_scheduler_run_total", "counter", "Work items run.", s.run);
+  put("arbor_scheduler_parks_total", "counter", "Times a worker parked.", s.parks);
+  put("arbor_scheduler_wakes_total", "counter", "Times a parked worker was woken.", s.wakes);
+  put("arbor_scheduler_steals_total", "counter", "Items stolen from another worker.", s.steals);
+  put("arbor_scheduler_spins_total", "counter", "Spin phases before parking.", s.spins);
+  const auto& pool = runtime_.engine().event_pool();
+  put("arbor_event_pool_idle", "gauge", "Pooled event items idle now.", pool.idle());
+  put("arbor_event_pool_allocated_total", "counter", "Event items ever allocated.",
+      pool.allocated());
+  put("arbor_frame_pool_heap_allocations_total", "counter",
+      "Coroutine frames taken from the heap (not from the pool).",
+      frame_pool::heap_allocations());
+  const auto e = runtime_.engine().counters();
+  put("arbor_engine_waits_total", "counter", "Poller waits.", e.waits);
+  put("arbor_engine_events_total", "counter", "Completions and timers delivered.", e.events);
+  put("arbor_engine_trees_total", "counter", "Event trees submitted.", e.trees);
+  put("arbor_engine_submits_total", "counter", "io_uring_enter calls that submitted.", e.submits);
+  put("arbor_engine_wakes_total", "counter", "Poller wake-ups from other threads.", e.wakes);
+  put("arbor_engine_descriptors", "gauge", "Sockets attached.", e.descriptors);
+  put("arbor_engine_timers", "gauge", "Timers pending.", e.timers);
+  put("arbor_engine_multishot_arms_total", "counter", "io_uring multishot operations armed.",
+      e.multishot_arms);
+  put("arbor_engine_buffered_reads_total", "counter",
+      "Reads and accepts served from what a multishot operation had ready.", e.buffered_reads);
+  if (const http::Server* server = server_.load()) {
+    const auto c = server->counters();
+    put("arbor_http_connections", "gauge", "Open connections.", c.connections_active);
+    put("arbor_http_connections_total", "counter", "Connections accepted.", c.connections_total);
+    put("arbor_http_connections_rejected_total", "counter",
+        "Connections closed at once: over --max-connections.", c.connections_rejected);
+    put("arbor_http_requests_total", "counter", "Requests answered.", c.requests);
+    put("arbor_http_parse_errors_total", "counter", "Requests refused by the parser.",
+        c.parse_errors);
+    put("arbor_http_timeouts_total", "counter", "Connections cut off by a timeout.", c.timeouts);
+  }
+  return size;
+}
+
+}  // namespace arbor::example

@@ -1,0 +1,118 @@
+// Server: HTTP/1.1 on arbor's sockets. The application supplies one Handler; the server owns
+// connections, parsing, keep-alive, pipelining, limits, timeouts and graceful shutdown.
+//
+//   auto server = http::Server::bind(rt, options, [](const http::Request& r, std::span<char>) {
+//     return http::Reply{.content_type = "text/plain", .body = "hi"};
+//   });
+//   co_await (*server)->run();          // until shutdown()
+//
+// Per connection: one buffer for requests, one for responses, allocated when the connection
+// starts; nothing is allocated per request. Every complete request in a read is answered in
+// order, and the responses to one read go out in one write. After an error response (400, 413,
+// 414, 431, 501, 505) or a "Connection: close" the connection closes once the response is out.
+//
+// Timeouts are enforced by one sweeper task per server rather than a timer per read: each
+// connection publishes its deadline (a relaxed atomic store per read), and the sweeper shuts
+// down the socket of any connection past it, which ends that connection's pending read or
+// write. A request head must arrive in full within header_timeout of its first byte (a client
+// trickling one byte a second is cut off); an idle keep-alive connection is closed after
+// idle_timeout.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <stop_token>
+#include <string>
+#include <string_view>
+
+#include "arbor/arbor.hpp"
+#include "arbor/http/request_parser.hpp"
+
+namespace arbor::http {
+
+struct ServerOptions {
+  Address listen = Address::loopback_v4(8080);
+  Limits limits;
+  std::size_t max_connections = 10'000;  // more are accepted and closed at once
+  std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds idle_timeout{60'000};
+  std::string server_name = "arbor";
+  int backlog = 4096;
+};
+
+/// What a handler answers. The views must stay valid until the handler's next call on this
+/// connection (point them at constants, or at the scratch buffer the handler is given).
+struct Reply {
+  int status = 200;
+  std::string_view content_type = "text/plain";
+  std::string_view body;
+  std::string_view allow;  // the Allow header, for 405
+};
+
+/// Called for every request, on a worker thread; may run concurrently for different
+/// connections. `scratch` (ServerOptions-independent, 16 KiB) is this connection's to use for
+/// the reply body.
+using Handler = std::function<Reply(const Request& request, std::span<char> scratch)>;
+
+struct ServerCounters {
+  std::uint64_t connections_active = 0;
+  std::uint64_t connections_total = 0;
+  std::uint64_t connections_rejected = 0;  // over max_connections
+  std::uint64_t requests = 0;
+  std::uint64_t parse_errors = 0;  // requests answered with 4xx/5xx by the parser
+  std::uint64_t timeouts = 0;      // connections cut off by header_timeout or idle_timeout
+};
+
+class Server {
+ public:
+  /// Binds and listens. Errors: the address is in use, not available, etc.
+  static Result<std::unique_ptr<Server>> bind(Runtime& runtime, ServerOptions options,
+                                              Handler handler);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  Address local_address() const;
+  const ServerOptions& options() const noexcept { return options_; }
+
+  /// Accepts until shutdown(); completes once no connection is left (or after `drain` more
+  /// time once shutdown() was called, whichever comes first).
+  Task<void> run(std::chrono::milliseconds drain = std::chrono::seconds(5));
+
+  /// Stops accepting, and lets each connection answer the requests it has fully received,
+  /// then close. Thread-safe; may be called from any thread, more than once.
+  void shutdown() noexcept;
+
+  ServerCounters counters() const noexcept;
+
+ private:
+  struct Connection;
+  Server(Runtime& runtime, ServerOptions options, Handler handler, TcpListener listener);
+  Task<void> serve(TcpStream stream);
+  Task<void> sweep();
+  void enlist(Connection& c) noexcept;
+  void delist(Connection& c) noexcept;
+
+  Runtime& runtime_;
+  ServerOptions options_;
+  Handler handler_;
+  TcpListener listener_;
+  std::atomic<bool> draining_{false};
+  std::atomic<std::uint64_t> active_{0};
+  std::atomic<std::uint64_t> total_{0};
+  std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> requests_{0};
+  std::atomic<std::uint64_t> parse_errors_{0};
+  std::atomic<std::uint64_t> timeouts_{0};
+  std::mutex connections_mutex_;  // guards the list below and each listed socket's liveness
+  Connection* connections_ = nullptr;
+  std::stop_source sweeper_stop_;
+  TaskContext sweeper_context_;
+};
+
+}  // namespace arbor::http

@@ -1,0 +1,228 @@
+#include "arbor/http/request_parser.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+namespace arbor::http {
+namespace {
+
+// tchar = "!" / "#" / "$" / "%" / "&" / "'" / "*" / "+" / "-" / "." / "^" / "_" / "`" / "|" /
+//         "~" / DIGIT / ALPHA
+constexpr std::array<bool, 256> make_tchar() {
+  std::array<bool, 256> t{};
+  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<std::size_t>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  return t;
+}
+constexpr std::array<bool, 256> kTchar = make_tchar();
+
+bool is_token(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s)
+    if (!kTchar[static_cast<unsigned char>(c)]) return false;
+  return true;
+}
+
+// request-target: visible ASCII (no spaces, no controls); obs-text is not allowed here.
+bool is_target(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u <= 0x20 || u >= 0x7f) return false;
+  }
+  return true;
+}
+
+// field-value characters: VCHAR, obs-text, SP, HTAB.
+bool is_field_value(std::string_view s) noexcept {
+  for (char c : s) {
+    const auto u = static_cast<unsigned char>(c);
+    if ((u < 0x20 && u != '\t') || u == 0x7f) return false;
+  }
+  return true;
+}
+
+char lower(char c) noexcept {
+  return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) noexcept {
+  if (a.size() != b.size()) return false;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    if (lower(a[i]) != lower(b[i])) return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) noexcept {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls fn(token) for each element of a comma-separated list, skipping empty elements.
+template <class Fn>
+void for_each_token(std::string_view list, Fn&& fn) {
+  while (!list.empty()) {
+    const std::size_t comma = list.find(',');
+    fn(trim(list.substr(0, comma)));
+    if (comma == std::string_view::npos) break;
+    list.remove_prefix(comma + 1);
+  }
+}
+
+}  // namespace
+
+std::string_view Request::field(std::string_view name) const noexcept {
+  for (const Field& f : fields)
+    if (iequals(f.name, name)) return f.value;
+  return {};
+}
+
+RequestParser::RequestParser(Limits limits) noexcept : limits_(limits) {
+  limits_.max_fields = std::clamp<std::size_t>(limits_.max_fields, 1, kMaxFields);
+  limits_.max_request_line = std::max<std::size_t>(limits_.max_request_line, 16);
+  limits_.max_head = std::max(limits_.max_head, limits_.max_request_line);
+}
+
+void RequestParser::reset() noexcept {
+  request_ = Request{};
+  scanned_ = line_end_ = head_size_ = 0;
+  error_ = 0;
+}
+
+RequestParser::Status RequestParser::fail(int status) noexcept {
+  error_ = status;
+  return Status::error;
+}
+
+RequestParser::Status RequestParser::parse(std::span<const char> data) noexcept {
+  if (error_ != 0) return Status::error;
+  const std::string_view all(data.data(), data.size());
+  // The request line first: it decides 414 and lets garbage be refused before a whole head
+  // of it has arrived.
+  if (line_end_ == 0) {
+    const std::size_t lf = all.find('\n', scanned_);
+    if (lf == std::string_view::npos) {
+      if (all.size() > limits_.max_request_line) return fail(414);
+      scanned_ = all.size();
+      return Status::incomplete;
+    }
+    if (lf + 1 > limits_.max_request_line + 2) return fail(414);  // + CRLF
+    if (lf == 0 || all[lf - 1] != '\r') return fail(400);
+    if (Status s = parse_request_line(all.substr(0, lf - 1)); s == Status::error) return s;
+    line_end_ = lf + 1;
+    scanned_ = line_end_;
+  }
+  // Then the end of the head: an empty line. Resume the search a few bytes back, in case the
+  // CRLFCRLF straddles the previous call's end.
+  std::size_t from = scanned_ >= 3 ? scanned_ - 3 : 0;
+  from = std::max(from, line_end_ - 2);
+  const std::size_t end = all.find("\r\n\r\n", from);
+  if (end == std::string_view::npos) {
+    if (all.size() > limits_.max_head) return fail(431);
+    scanned_ = all.size();
+    return Status::incomplete;
+  }
+  head_size_ = end + 4;
+  if (head_size_ > limits_.max_head) return fail(431);
+  return parse_head(all.substr(line_end_, end + 2 - line_end_));
+}
+
+// method SP request-target SP HTTP-version
+RequestParser::Status RequestParser::parse_request_line(std::string_view line) noexcept {
+  const std::size_t sp1 = line.find(' ');
+  if (sp1 == std::string_view::npos) return fail(400);
+  const std::size_t sp2 = line.find(' ', sp1 + 1);
+  if (sp2 == std::string_view::npos) return fail(400);
+  const std::string_view method = line.substr(0, sp1);
+  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
+  const std::string_view version = line.substr(sp2 + 1);
+  if (!is_token(method) || !is_target(target)) return fail(400);
+  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
+      version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9')
+    return fail(400);
+  if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) return fail(505);
+  request_.method = method;
+  request_.target = target;
+  request_.version_minor = version[7] - '0';
+  request_.keep_alive = request_.version_minor == 1;
+  return Status::incomplete;
+}
+
+// Header fields, each "name: value" CRLF; `head` ends with the last field's CRLF (or is empty).
+RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept {
+  std::size_t count = 0;
+  bool has_length = false, has_host = false, has_transfer_encoding = false;
+  bool close = false, keep_alive = false;
+  while (!head.empty()) {
+    const std::size_t lf = head.find('\n');
+    // The head was found by its CRLFCRLF, so every line here ends in '\n'; a bare LF inside
+    // is an error.
+    if (lf == 0 || head[lf - 1] != '\r') return fail(400);
+    const std::string_view line = head.substr(0, lf - 1);
+    head.remove_prefix(lf + 1);
+    if (line.empty() || line.front() == ' ' || line.front() == '\t') return fail(400);  // folding
+    const std::size_t colon = line.find(':');
+    if (colon == std::string_view::npos) return fail(400);
+    const std::string_view name = line.substr(0, colon);
+    const std::string_view raw = line.substr(colon + 1);
+    if (!is_token(name) || !is_field_value(raw)) return fail(400);
+    if (count == limits_.max_fields) return fail(431);
+    const std::string_view value = trim(raw);
+    fields_[count++] = {name, value};
+
+    if (iequals(name, "content-length")) {
+      if (value.empty() || value.size() > 19) return fail(400);
+      std::uint64_t n = 0;
+      for (char c : value) {
+        if (c < '0' || c > '9') return fail(400);
+        n = n * 10 + static_cast<std::uint64_t>(c - '0');
+      }
+      if (has_length && n != request_.content_length) return fail(400);
+      has_length = true;
+      request_.content_length = n;
+    } else if (iequals(name, "transfer-encoding")) {
+      has_transfer_encoding = true;
+    } else if (iequals(name, "host")) {
+      if (has_host) return fail(400);
+      has_host = true;
+    } else if (iequals(name, "connection")) {
+      for_each_token(value, [&](std::string_view t) {
+        if (iequals(t, "close")) close = true;
+        if (iequals(t, "keep-alive")) keep_alive = true;
+      });
+    }
+  }
+  if (has_transfer_encoding && has_length) return fail(400);
+  if (has_transfer_encoding) return fail(501);  // chunked (or any coding) bodies: not handled
+  if (request_.version_minor == 1 && !has_host) return fail(400);
+  if (request_.content_length > limits_.max_body) return fail(413);
+  if (close)
+    request_.keep_alive = false;
+  else if (keep_alive)
+    request_.keep_alive = true;
+  request_.fields = {fields_.data(), count};
+  return Status::complete;
+}
+
+std::string_view reason_phrase(int status) noexcept {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 404: return "Not Found";
+    case 405: return "Method Not Allowed";
+    case 408: return "Request Timeout";
+    case 413: return "Content Too Large";
+    case 414: return "URI Too Long";
+    case 431: return "Request Header Fields Too Large";
+    case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
+    case 503: return "Service Unavailable";
+    case 505: return "HTTP Version Not Supported";
+    default: return "Unknown";
+  }
+}
+
+}  // namespace arbor::http
