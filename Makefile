@@ -1,7 +1,7 @@
 # arbor — the two commands (`make test`, `make run`) and the sanitizer suites.
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
-.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test run perf format clean
+.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test fuzz run perf format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -20,9 +20,20 @@ $(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --build --preset $*
 	ctest --preset $*
 
+# The HTTP example server on 127.0.0.1:8080; flags pass through: make run ARGS="--workers 2".
+ARGS ?=
 run: release
-	@echo "make run: the example HTTP server arrives with issue 4; nothing to start yet." >&2
-	@exit 2
+	build/release/examples/http_server $(ARGS)
+
+# libFuzzer on the HTTP request parser (clang), for FUZZ_SECONDS (default 60), from the seeds
+# in tests/http/fuzz_seeds. New inputs it finds go to build/fuzz/corpus.
+FUZZ_SECONDS ?= 60
+fuzz: deps
+	cmake --preset fuzz >/dev/null
+	cmake --build --preset fuzz --target request_parser_fuzz
+	mkdir -p build/fuzz/corpus
+	build/fuzz/tests/request_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  build/fuzz/corpus tests/http/fuzz_seeds
 
 perf: release
 	perf/compare-roundtrip

@@ -77,7 +77,7 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
                flag == "--shutdown-timeout-ms") {
       std::int64_t ms = 0;
       if (!number<std::int64_t>(value, ms, 1, kMaxMs)) return bad + " (1..86400000)";
-      (flag == "--header-timeout-ms"  ? f.server.header_timeout
+      (flag == "--header-timeout-ms" ? f.server.header_timeout
        : flag == "--idle-timeout-ms" ? f.server.idle_timeout
                                      : f.shutdown_timeout) = std::chrono::milliseconds(ms);
     } else if (flag == "--max-head") {

@@ -33,7 +33,8 @@ std::string_view json_body(std::span<char> scratch) {
   char stack[1024];
   rapidjson::MemoryPoolAllocator<> allocator(stack, sizeof stack);
   SpanStream out(scratch);
-  rapidjson::Writer<SpanStream, rapidjson::UTF8<>, rapidjson::UTF8<>, rapidjson::MemoryPoolAllocator<>>
+  rapidjson::Writer<SpanStream, rapidjson::UTF8<>, rapidjson::UTF8<>,
+                    rapidjson::MemoryPoolAllocator<>>
       writer(out, &allocator, 4);
   writer.StartObject();
   writer.Key("message");
@@ -46,19 +47,28 @@ std::string_view json_body(std::span<char> scratch) {
 
 http::Reply Routes::operator()(const http::Request& request, std::span<char> scratch) const {
   const std::string_view path = request.target.substr(0, request.target.find('?'));
-  enum { plaintext, json, metrics_page, unknown } route =
-      path == "/plaintext" ? plaintext
-      : path == "/json"    ? json
-      : path == "/metrics" ? metrics_page
-                           : unknown;
-  if (route == unknown) return {.status = 404, .content_type = "text/plain", .body = "Not Found", .allow = {}};
+  enum {
+    plaintext,
+    json,
+    metrics_page,
+    unknown
+  } route = path == "/plaintext" ? plaintext
+            : path == "/json"    ? json
+            : path == "/metrics" ? metrics_page
+                                 : unknown;
+  if (route == unknown)
+    return {.status = 404, .content_type = "text/plain", .body = "Not Found", .allow = {}};
   if (request.method != "GET" && request.method != "HEAD")
-    return {.status = 405, .content_type = "text/plain", .body = "Method Not Allowed", .allow = kAllow};
+    return {
+        .status = 405, .content_type = "text/plain", .body = "Method Not Allowed", .allow = kAllow};
   switch (route) {
     case plaintext:
       return {.status = 200, .content_type = "text/plain", .body = "Hello, World!", .allow = {}};
     case json:
-      return {.status = 200, .content_type = "application/json", .body = json_body(scratch), .allow = {}};
+      return {.status = 200,
+              .content_type = "application/json",
+              .body = json_body(scratch),
+              .allow = {}};
     default:
       return {.status = 200,
               .content_type = "text/plain; version=0.0.4",
@@ -71,17 +81,16 @@ std::size_t Routes::metrics(std::span<char> out) const {
   std::size_t size = 0;
   auto put = [&](const char* name, const char* type, const char* help, unsigned long long v) {
     if (size >= out.size()) return;
-    const int n = std::snprintf(out.data() + size, out.size() - size,
-                                "# HELP %s %s\n# TYPE %s %s\n%s %llu\n", name, help, name, type,
-                                name, v);
+    const int n =
+        std::snprintf(out.data() + size, out.size() - size, "# HELP %s %s\n# TYPE %s %s\n%s %llu\n",
+                      name, help, name, type, name, v);
     if (n > 0) size = std::min(out.size(), size + static_cast<std::size_t>(n));
   };
   const auto s = runtime_.scheduler().counters();
   put("arbor_scheduler_workers", "gauge", "Scheduler worker threads.",
       static_cast<unsigned long long>(runtime_.scheduler().workers()));
   put("arbor_scheduler_queued", "gauge",
-      "Work items queued (global and local queues, including events packed in trees).",
-      s.queued());
+      "Work items queued (global and local queues, including events packed in trees).", s.queued());
   put("arbor_scheduler_submitted_total", "counter", "Work items submitted.", s.submitted);
   put("arbor_scheduler_run_total", "counter", "Work items run.", s.run);
   put("arbor_scheduler_parks_total", "counter", "Times a worker parked.", s.parks);
@@ -93,8 +102,7 @@ std::size_t Routes::metrics(std::span<char> out) const {
   put("arbor_event_pool_allocated_total", "counter", "Event items ever allocated.",
       pool.allocated());
   put("arbor_frame_pool_heap_allocations_total", "counter",
-      "Coroutine frames taken from the heap (not from the pool).",
-      frame_pool::heap_allocations());
+      "Coroutine frames taken from the heap (not from the pool).", frame_pool::heap_allocations());
   const auto e = runtime_.engine().counters();
   put("arbor_engine_waits_total", "counter", "Poller waits.", e.waits);
   put("arbor_engine_events_total", "counter", "Completions and timers delivered.", e.events);

@@ -10,10 +10,14 @@ namespace {
 //         "~" / DIGIT / ALPHA
 constexpr std::array<bool, 256> make_tchar() {
   std::array<bool, 256> t{};
-  for (int c = '0'; c <= '9'; ++c) t[static_cast<std::size_t>(c)] = true;
-  for (int c = 'a'; c <= 'z'; ++c) t[static_cast<std::size_t>(c)] = true;
-  for (int c = 'A'; c <= 'Z'; ++c) t[static_cast<std::size_t>(c)] = true;
-  for (char c : std::string_view("!#$%&'*+-.^_`|~")) t[static_cast<unsigned char>(c)] = true;
+  for (int c = '0'; c <= '9'; ++c)
+    t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'a'; c <= 'z'; ++c)
+    t[static_cast<std::size_t>(c)] = true;
+  for (int c = 'A'; c <= 'Z'; ++c)
+    t[static_cast<std::size_t>(c)] = true;
+  for (char c : std::string_view("!#$%&'*+-.^_`|~"))
+    t[static_cast<unsigned char>(c)] = true;
   return t;
 }
 constexpr std::array<bool, 256> kTchar = make_tchar();
@@ -56,8 +60,10 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
 }
 
 std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t'))
+    s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t'))
+    s.remove_suffix(1);
   return s;
 }
 
@@ -115,11 +121,18 @@ RequestParser::Status RequestParser::parse(std::span<const char> data) noexcept 
     line_end_ = lf + 1;
     scanned_ = line_end_;
   }
-  // Then the end of the head: an empty line. Resume the search a few bytes back, in case the
-  // CRLFCRLF straddles the previous call's end.
-  std::size_t from = scanned_ >= 3 ? scanned_ - 3 : 0;
-  from = std::max(from, line_end_ - 2);
-  const std::size_t end = all.find("\r\n\r\n", from);
+  // Then the end of the head: an empty line. Each line end is checked as it is first seen
+  // (a bare LF fails at once rather than leaving the head "incomplete" forever), and the scan
+  // resumes after the last one seen.
+  std::size_t end = std::string_view::npos;
+  for (std::size_t lf; (lf = all.find('\n', scanned_)) != std::string_view::npos;) {
+    if (all[lf - 1] != '\r') return fail(400);  // lf > line_end_ - 1, the request line's LF
+    scanned_ = lf + 1;
+    if (all[lf - 2] == '\n') {  // "\n\r\n": an empty line
+      end = lf - 3;
+      break;
+    }
+  }
   if (end == std::string_view::npos) {
     if (all.size() > limits_.max_head) return fail(431);
     scanned_ = all.size();
@@ -209,19 +222,32 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
 
 std::string_view reason_phrase(int status) noexcept {
   switch (status) {
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 413: return "Content Too Large";
-    case 414: return "URI Too Long";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 413:
+      return "Content Too Large";
+    case 414:
+      return "URI Too Long";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 

@@ -81,8 +81,8 @@ struct Server::Connection {
   Connection* next = nullptr;
   io::Handle fd = io::kInvalidHandle;
   std::atomic<std::int64_t> deadline{kNever};
-  bool cut = false;       // shut down by the sweeper (guarded by connections_mutex_)
-  bool drained = false;   // reads shut down by shutdown() (guarded by connections_mutex_)
+  bool cut = false;      // shut down by the sweeper (guarded by connections_mutex_)
+  bool drained = false;  // reads shut down by shutdown() (guarded by connections_mutex_)
 };
 
 Result<std::unique_ptr<Server>> Server::bind(Runtime& runtime, ServerOptions options,
@@ -137,8 +137,10 @@ void Server::enlist(Connection& c) noexcept {
 
 void Server::delist(Connection& c) noexcept {
   std::lock_guard guard(connections_mutex_);
-  if (c.prev != nullptr) c.prev->next = c.next;
-  else connections_ = c.next;
+  if (c.prev != nullptr)
+    c.prev->next = c.next;
+  else
+    connections_ = c.next;
   if (c.next != nullptr) c.next->prev = c.prev;
 }
 
@@ -217,8 +219,8 @@ Task<void> Server::serve(TcpStream stream) {
 
   const Limits& limits = options_.limits;
   const std::size_t in_capacity = std::max<std::size_t>(limits.max_head + 1024, 16 * 1024);
-  const std::unique_ptr<char[]> memory(new (std::nothrow)
-                                           char[in_capacity + kOutCapacity + kScratchCapacity]);
+  const std::unique_ptr<char[]> memory(
+      new (std::nothrow) char[in_capacity + kOutCapacity + kScratchCapacity]);
   if (!memory) co_return;
   char* const in = memory.get();
   Output out{in + in_capacity, kOutCapacity};
@@ -228,16 +230,17 @@ Task<void> Server::serve(TcpStream stream) {
 
   RequestParser parser(limits);
   std::size_t begin = 0, end = 0;
-  std::uint64_t discard = 0;             // body bytes still to skip
-  std::int64_t request_started = 0;      // when the current partial request began (0: none)
-  bool closing = false;                  // answer what is queued, then close
-  bool failed = false;                   // an error reply: linger before closing
+  std::uint64_t discard = 0;         // body bytes still to skip
+  std::int64_t request_started = 0;  // when the current partial request began (0: none)
+  bool closing = false;              // answer what is queued, then close
+  bool failed = false;               // an error reply: linger before closing
 
   for (;;) {
     std::uint64_t answered = 0;
     while (!closing) {
       if (discard > 0) {
-        const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(discard, end - begin));
+        const std::size_t n =
+            static_cast<std::size_t>(std::min<std::uint64_t>(discard, end - begin));
         begin += n;
         discard -= n;
         if (discard > 0) break;
@@ -305,7 +308,8 @@ Task<void> Server::serve(TcpStream stream) {
     } else {
       self.deadline.store(now + idle_ns, std::memory_order_relaxed);
     }
-    auto n = co_await stream.read_some(std::as_writable_bytes(std::span(in + end, in_capacity - end)));
+    auto n =
+        co_await stream.read_some(std::as_writable_bytes(std::span(in + end, in_capacity - end)));
     if (!n || *n == 0) co_return;  // peer closed, reset, timed out or drained
     end += *n;
   }

@@ -78,8 +78,8 @@ class RequestParser {
   Limits limits_;
   Request request_;
   std::array<Field, kMaxFields> fields_{};
-  std::size_t scanned_ = 0;       // bytes already searched for the end of the head
-  std::size_t line_end_ = 0;      // end of the request line once found (its '\n' + 1), else 0
+  std::size_t scanned_ = 0;   // bytes already searched for the end of the head
+  std::size_t line_end_ = 0;  // end of the request line once found (its '\n' + 1), else 0
   std::size_t head_size_ = 0;
   int error_ = 0;
 };

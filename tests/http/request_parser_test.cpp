@@ -1,0 +1,160 @@
+// RequestParser: the grammar, the limits, and arrival split at every byte.
+#include "arbor/http/request_parser.hpp"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "arbor/http/date.hpp"
+
+namespace arbor::http {
+namespace {
+
+using Status = RequestParser::Status;
+
+// Parses `text` in one go; the error status, or 0 if complete, or -1 if incomplete.
+int outcome(const std::string& text, Limits limits = {}) {
+  RequestParser p(limits);
+  switch (p.parse({text.data(), text.size()})) {
+    case Status::complete:
+      return 0;
+    case Status::incomplete:
+      return -1;
+    case Status::error:
+      return p.error_status();
+  }
+  return -2;
+}
+
+TEST(RequestParser, ParsesARequestAndItsFields) {
+  const std::string text =
+      "GET /plaintext?x=1 HTTP/1.1\r\nHost: example\r\nAccept:  text/plain \r\nX-Empty:\r\n\r\n";
+  RequestParser p;
+  ASSERT_EQ(p.parse({text.data(), text.size()}), Status::complete);
+  const Request& r = p.request();
+  EXPECT_EQ(r.method, "GET");
+  EXPECT_EQ(r.target, "/plaintext?x=1");
+  EXPECT_EQ(r.version_minor, 1);
+  EXPECT_TRUE(r.keep_alive);
+  EXPECT_EQ(r.content_length, 0u);
+  EXPECT_EQ(r.field("accept"), "text/plain");
+  EXPECT_EQ(r.field("HOST"), "example");
+  EXPECT_EQ(r.field("x-empty"), "");
+  EXPECT_EQ(r.fields.size(), 3u);
+  EXPECT_EQ(p.head_size(), text.size());
+}
+
+TEST(RequestParser, EverySplitPointGivesTheSameRequest) {
+  const std::string text =
+      "POST /json HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\n";
+  for (std::size_t cut = 0; cut <= text.size(); ++cut) {
+    RequestParser p;
+    // Grow the buffer one byte at a time up to `cut`, then all at once.
+    Status s = Status::incomplete;
+    for (std::size_t n = 1; n <= cut && s == Status::incomplete; ++n)
+      s = p.parse({text.data(), n});
+    if (s == Status::incomplete) s = p.parse({text.data(), text.size()});
+    ASSERT_EQ(s, Status::complete) << "cut at " << cut;
+    EXPECT_EQ(p.request().method, "POST");
+    EXPECT_EQ(p.request().content_length, 5u);
+    EXPECT_FALSE(p.request().keep_alive);
+    EXPECT_EQ(p.head_size(), text.size());
+  }
+}
+
+TEST(RequestParser, PipelinedRequestsParseOneAfterAnother) {
+  const std::string one = "GET /a HTTP/1.1\r\nHost: h\r\n\r\n";
+  const std::string two = "GET /b HTTP/1.1\r\nHost: h\r\n\r\n";
+  const std::string both = one + two + "GET /c";
+  RequestParser p;
+  ASSERT_EQ(p.parse({both.data(), both.size()}), Status::complete);
+  EXPECT_EQ(p.request().target, "/a");
+  std::size_t at = p.head_size();
+  p.reset();
+  ASSERT_EQ(p.parse({both.data() + at, both.size() - at}), Status::complete);
+  EXPECT_EQ(p.request().target, "/b");
+  at += p.head_size();
+  p.reset();
+  EXPECT_EQ(p.parse({both.data() + at, both.size() - at}), Status::incomplete);
+}
+
+TEST(RequestParser, ConnectionSemanticsPerVersion) {
+  RequestParser p;
+  std::string t = "GET / HTTP/1.0\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_FALSE(p.request().keep_alive);
+  EXPECT_EQ(p.request().version_minor, 0);
+  p.reset();
+  t = "GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_TRUE(p.request().keep_alive);
+  p.reset();
+  t = "GET / HTTP/1.1\r\nHost: h\r\nConnection: upgrade, close\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_FALSE(p.request().keep_alive);
+}
+
+TEST(RequestParser, MalformedRequestsAre400) {
+  for (const char* bad : {
+           "GET\r\n\r\n",                                   // no target
+           "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",            // empty target
+           "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",             // not a token
+           "GET / HTTP/1.1 \r\nHost: h\r\n\r\n",            // trailing space
+           "GET / HTTX/1.1\r\nHost: h\r\n\r\n",             // version
+           "GET / HTTP/1.1\nHost: h\r\n\r\n",               // bare LF
+           "GET / HTTP/1.1\r\nHost: h\n\r\n",               // bare LF in a field
+           "GET / HTTP/1.1\r\n\r\n",                        // HTTP/1.1 without Host
+           "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",  // two Hosts
+           "GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n",  // obsolete folding
+           "GET / HTTP/1.1\r\nHost : h\r\n\r\n",            // space before colon
+           "GET / HTTP/1.1\r\nHost h\r\n\r\n",              // no colon
+           "GET / HTTP/1.1\r\nHost: h\x01\r\n\r\n",         // control character
+           "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1x\r\n\r\n",
+           "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 99999999999999999999\r\n\r\n",
+           "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nContent-Length: 2\r\n\r\n",
+           "GET / HTTP/1.1\r\nHost: h\r\nContent-Length: 1\r\nTransfer-Encoding: chunked\r\n\r\n",
+       }) {
+    EXPECT_EQ(outcome(bad), 400) << bad;
+  }
+}
+
+TEST(RequestParser, LimitsAndUnsupportedFeaturesHaveTheirStatus) {
+  Limits small;
+  small.max_request_line = 64;
+  small.max_head = 256;
+  small.max_fields = 4;
+  small.max_body = 100;
+  const std::string long_target(100, 'a');
+  EXPECT_EQ(outcome("GET /" + long_target + " HTTP/1.1\r\nHost: h\r\n\r\n", small), 414);
+  EXPECT_EQ(outcome("GET /" + long_target, small), 414);  // known before the line ends
+  EXPECT_EQ(outcome("GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(300, 'v'), small), 431);
+  EXPECT_EQ(outcome("GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\nD: 4\r\n\r\n", small),
+            431);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 101\r\n\r\n", small), 413);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n", small), 0);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"), 501);
+  EXPECT_EQ(outcome("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
+  EXPECT_EQ(outcome("GET / HTTP/1.1\r\nHost: h\r\n"), -1);
+}
+
+TEST(RequestParser, AnErrorIsSticky) {
+  RequestParser p;
+  const std::string bad = "BAD\r\n";
+  EXPECT_EQ(p.parse({bad.data(), bad.size()}), Status::error);
+  EXPECT_EQ(p.parse({bad.data(), bad.size()}), Status::error);
+  p.reset();
+  const std::string good = "GET / HTTP/1.0\r\n\r\n";
+  EXPECT_EQ(p.parse({good.data(), good.size()}), Status::complete);
+}
+
+TEST(HttpDate, FormatsImfFixdate) {
+  char out[kDateSize];
+  format_http_date(784111777, out);  // RFC 9110's example
+  EXPECT_EQ(std::string(out, kDateSize), "Sun, 06 Nov 1994 08:49:37 GMT");
+  format_http_date(0, out);
+  EXPECT_EQ(std::string(out, kDateSize), "Thu, 01 Jan 1970 00:00:00 GMT");
+  EXPECT_EQ(http_date().size(), kDateSize);
+}
+
+}  // namespace
+}  // namespace arbor::http

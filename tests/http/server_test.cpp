@@ -1,0 +1,433 @@
+// The HTTP example server, end to end: the real binary on an ephemeral 127.0.0.1 port, driven
+// by curl, a raw-socket client and wrk. Every server is started and stopped by its test.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// ---- the server process --------------------------------------------------------------------
+
+class ServerProcess {
+ public:
+  explicit ServerProcess(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {HTTP_SERVER, "--listen", "127.0.0.1:0", "--workers", "2"});
+    int out[2];
+    if (::pipe(out) != 0) return;
+    pid_ = ::fork();
+    if (pid_ == 0) {
+      ::dup2(out[1], STDOUT_FILENO);
+      ::close(out[0]);
+      ::close(out[1]);
+      std::vector<char*> argv;
+      for (auto& f : flags)
+        argv.push_back(f.data());
+      argv.push_back(nullptr);
+      ::execv(argv[0], argv.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    // The first line on stdout is "listening on 127.0.0.1:PORT".
+    std::string line;
+    char c;
+    pollfd p{out[0], POLLIN, 0};
+    while (::poll(&p, 1, 30'000) == 1 && ::read(out[0], &c, 1) == 1 && c != '\n')
+      line += c;
+    ::close(out[0]);
+    const auto colon = line.rfind(':');
+    if (line.rfind("listening on ", 0) == 0 && colon != std::string::npos)
+      port_ = std::stoi(line.substr(colon + 1));
+  }
+  ~ServerProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  int port() const { return port_; }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(port_) + path;
+  }
+
+  /// Sends `signal` and waits (at most `limit`) for the exit; the exit status, or nullopt.
+  std::optional<int> stop(int signal, std::chrono::milliseconds limit) {
+    ::kill(pid_, signal);
+    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
+    if (pidfd < 0) return std::nullopt;
+    pollfd p{pidfd, POLLIN, 0};
+    const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+    ::close(pidfd);
+    if (ready != 1) return std::nullopt;
+    int status = 0;
+    ::waitpid(pid_, &status, 0);
+    exited_ = true;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  }
+
+ private:
+  pid_t pid_ = -1;
+  int port_ = 0;
+  bool exited_ = false;
+};
+
+// ---- a raw-socket client -------------------------------------------------------------------
+
+struct Response {
+  int status = 0;
+  std::string head;  // status line and fields, without the final CRLF CRLF
+  std::string body;
+  std::string field(const std::string& name) const {
+    const auto at = head.find("\r\n" + name + ": ");
+    if (at == std::string::npos) return {};
+    const auto from = at + 4 + name.size();
+    return head.substr(from, head.find("\r\n", from) - from);
+  }
+};
+
+class Client {
+ public:
+  explicit Client(int port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    timeval tv{10, 0};  // a safety bound so a broken server fails the test instead of hanging it
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    int one = 1;
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Client() { ::close(fd_); }
+  bool connected() const { return connected_; }
+  int fd() const { return fd_; }
+
+  bool send(const std::string& data) {
+    std::size_t off = 0;
+    while (off < data.size()) {
+      const ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n <= 0) return false;
+      off += static_cast<std::size_t>(n);
+    }
+    return true;
+  }
+
+  /// The next response, or status 0 if the connection ended (or timed out) first.
+  Response read_response() {
+    Response r;
+    std::size_t end;
+    while ((end = buffer_.find("\r\n\r\n")) == std::string::npos)
+      if (!fill()) return r;
+    r.head = buffer_.substr(0, end);
+    buffer_.erase(0, end + 4);
+    if (r.head.rfind("HTTP/1.1 ", 0) == 0) r.status = std::stoi(r.head.substr(9, 3));
+    const std::string length = r.field("Content-Length");
+    const std::size_t n = length.empty() ? 0 : std::stoul(length);
+    while (buffer_.size() < n)
+      if (!fill()) return Response{};
+    r.body = buffer_.substr(0, n);
+    buffer_.erase(0, n);
+    return r;
+  }
+
+  /// True if the server closes the connection (EOF or reset) with nothing more to read.
+  bool closed_by_server() {
+    char c;
+    const ssize_t n = ::recv(fd_, &c, 1, 0);
+    return n == 0 || (n < 0 && errno == ECONNRESET);
+  }
+
+ private:
+  bool fill() {
+    char chunk[4096];
+    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    if (n <= 0) return false;
+    buffer_.append(chunk, static_cast<std::size_t>(n));
+    return true;
+  }
+  int fd_ = -1;
+  bool connected_ = false;
+  std::string buffer_;
+};
+
+std::string get(const std::string& path, const std::string& extra = "") {
+  return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
+}
+
+std::string run(const std::string& command) {
+  std::string out;
+  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
+  if (!pipe) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe.get())) > 0)
+    out.append(buf, n);
+  return out;
+}
+
+const std::regex kDate("Date: [A-Z][a-z]{2}, \\d{2} [A-Z][a-z]{2} \\d{4} \\d{2}:\\d{2}:\\d{2} GMT");
+
+// Replaces the Date value (after checking its form) so a whole response compares exactly.
+std::string without_date(const std::string& response) {
+  return std::regex_replace(response, kDate, "Date: DATE");
+}
+
+// ---- tests ---------------------------------------------------------------------------------
+
+class HttpServer : public ::testing::Test {
+ protected:
+  void start(std::vector<std::string> flags = {}) {
+    server_ = std::make_unique<ServerProcess>(std::move(flags));
+    ASSERT_GT(server_->port(), 0) << "the server did not start";
+  }
+  ServerProcess& server() { return *server_; }
+  std::unique_ptr<ServerProcess> server_;
+};
+
+TEST_F(HttpServer, CurlGetsExactPlaintextAndJson) {
+  start();
+  const std::string plain = run("curl -s -i --max-time 10 " + server().url("/plaintext"));
+  EXPECT_TRUE(std::regex_search(plain, kDate)) << plain;
+  EXPECT_EQ(without_date(plain),
+            "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
+            "Content-Length: 13\r\n\r\nHello, World!");
+  const std::string json = run("curl -s -i --max-time 10 " + server().url("/json"));
+  EXPECT_EQ(without_date(json),
+            "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: application/json\r\n"
+            "Content-Length: 27\r\n\r\n{\"message\":\"Hello, World!\"}");
+}
+
+TEST_F(HttpServer, CurlSeesNotFoundAndMethodNotAllowed) {
+  start();
+  EXPECT_EQ(without_date(run("curl -s -i --max-time 10 " + server().url("/nope"))),
+            "HTTP/1.1 404 Not Found\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
+            "Content-Length: 9\r\n\r\nNot Found");
+  EXPECT_EQ(without_date(run("curl -s -i --max-time 10 -X DELETE " + server().url("/json"))),
+            "HTTP/1.1 405 Method Not Allowed\r\nServer: arbor\r\nDate: DATE\r\n"
+            "Content-Type: text/plain\r\nContent-Length: 18\r\nAllow: GET, HEAD\r\n\r\n"
+            "Method Not Allowed");
+  // HEAD: the GET's headers, no body.
+  EXPECT_EQ(without_date(run("curl -s -I --max-time 10 " + server().url("/plaintext"))),
+            "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
+            "Content-Length: 13\r\n\r\n");
+}
+
+TEST_F(HttpServer, MetricsArePrometheusText) {
+  start();
+  const std::string m = run("curl -s --max-time 10 " + server().url("/metrics"));
+  for (const char* name :
+       {"arbor_scheduler_queued ", "arbor_scheduler_parks_total ", "arbor_scheduler_wakes_total ",
+        "arbor_scheduler_steals_total ", "arbor_event_pool_idle ", "arbor_engine_events_total ",
+        "arbor_http_connections ", "arbor_http_requests_total ", "arbor_http_parse_errors_total "})
+    EXPECT_NE(m.find(std::string("\n") + name), std::string::npos) << name;
+  EXPECT_NE(m.find("# TYPE arbor_http_requests_total counter\n"), std::string::npos);
+}
+
+TEST_F(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/plaintext") + get("/json") + get("/nope") + get("/plaintext")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  EXPECT_EQ(c.read_response().status, 404);
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  // Still open: keep-alive is the default.
+  ASSERT_TRUE(c.send(get("/plaintext")));
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(HttpServer, ARequestSentByteByByteIsAnswered) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(c.connected());
+  for (char ch : get("/json"))
+    ASSERT_TRUE(c.send(std::string(1, ch)));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "{\"message\":\"Hello, World!\"}");
+}
+
+TEST_F(HttpServer, ConnectionCloseAndHttp10AreHonoured) {
+  start();
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(get("/plaintext", "Connection: close\r\n")));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.field("Connection"), "close");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send("GET /plaintext HTTP/1.0\r\n\r\n"));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.field("Connection"), "close");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send("GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.field("Connection"), "keep-alive");
+    ASSERT_TRUE(c.send("GET /json HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+    EXPECT_EQ(c.read_response().status, 200);
+  }
+}
+
+TEST_F(HttpServer, ABodyWithinTheLimitIsSkipped) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(c.send("POST /plaintext HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello" +
+                     get("/plaintext")));
+  const Response first = c.read_response();
+  EXPECT_EQ(first.status, 405);
+  EXPECT_EQ(first.field("Allow"), "GET, HEAD");
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+}
+
+TEST_F(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
+  start({"--max-body", "1000"});
+  const std::string big_line = "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
+  const std::string big_head =
+      "GET / HTTP/1.1\r\nHost: h\r\nX: " + std::string(20000, 'v') + "\r\n\r\n";
+  const struct {
+    std::string request;
+    int status;
+  } cases[] = {
+      {"NOT HTTP\r\n\r\n", 400},
+      {"GET / HTTP/1.1\nHost: h\n\n", 400},
+      {"GET / HTTP/1.1\r\n\r\n", 400},  // no Host
+      {"GET / HTTP/1.1\r\nHost: h\r\n folded\r\n\r\n", 400},
+      {big_line, 414},
+      {big_head, 431},
+      {"POST /json HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n", 413},
+      {"POST /json HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", 501},
+      {"GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505},
+  };
+  for (const auto& k : cases) {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(k.request + get("/plaintext")));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.status, k.status) << k.request.substr(0, 40);
+    EXPECT_EQ(r.field("Connection"), "close");
+    EXPECT_TRUE(c.closed_by_server()) << "the request after an error is not answered";
+  }
+  // The server is unharmed.
+  Client c(server().port());
+  ASSERT_TRUE(c.send(get("/plaintext")));
+  EXPECT_EQ(c.read_response().status, 200);
+}
+
+TEST_F(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
+  start({"--header-timeout-ms", "300"});
+  Client c(server().port());
+  const std::string request = get("/plaintext", "X-Padding: " + std::string(40, 'p') + "\r\n");
+  std::size_t sent = 0;
+  bool cut = false;
+  while (sent < request.size() && !cut) {
+    // One byte every 50 ms: the slow client under test, not synchronisation.
+    if (!c.send(request.substr(sent++, 1))) break;
+    pollfd p{c.fd(), POLLIN | POLLRDHUP, 0};
+    cut = ::poll(&p, 1, 50) == 1 && c.closed_by_server();
+  }
+  EXPECT_TRUE(cut || c.closed_by_server());
+  EXPECT_LT(sent, request.size()) << "the whole request went through at 20 bytes/s";
+}
+
+TEST_F(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
+  start({"--idle-timeout-ms", "200"});
+  Client c(server().port());
+  ASSERT_TRUE(c.send(get("/plaintext")));
+  EXPECT_EQ(c.read_response().status, 200);
+  EXPECT_TRUE(c.closed_by_server());  // blocks until the server closes (10 s safety bound)
+}
+
+TEST_F(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
+  start({"--max-connections", "2"});
+  auto a = std::make_unique<Client>(server().port());
+  Client b(server().port());
+  for (Client* c : {a.get(), &b}) {  // a complete exchange: accepted and counted
+    ASSERT_TRUE(c->send(get("/plaintext")));
+    ASSERT_EQ(c->read_response().status, 200);
+  }
+  {
+    Client over(server().port());
+    (void)over.send(get("/plaintext"));
+    EXPECT_EQ(over.read_response().status, 0);
+    EXPECT_TRUE(over.closed_by_server());
+  }
+  a.reset();  // frees a slot; the server notices asynchronously, so retry for a while
+  bool served = false;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (!served && std::chrono::steady_clock::now() < until) {
+    Client again(server().port());
+    served = again.send(get("/plaintext")) && again.read_response().status == 200;
+  }
+  EXPECT_TRUE(served);
+}
+
+TEST_F(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
+  start();
+  Client busy(server().port());
+  Client idle(server().port());
+  for (Client* c : {&busy, &idle}) {  // both accepted before the signal
+    ASSERT_TRUE(c->send(get("/plaintext")));
+    ASSERT_EQ(c->read_response().status, 200);
+  }
+  ASSERT_TRUE(busy.send(get("/plaintext") + get("/json") + get("/plaintext")));
+  const auto exit = server().stop(SIGTERM, 10s);
+  EXPECT_EQ(busy.read_response().body, "Hello, World!");
+  EXPECT_EQ(busy.read_response().body, "{\"message\":\"Hello, World!\"}");
+  EXPECT_EQ(busy.read_response().body, "Hello, World!");
+  EXPECT_TRUE(busy.closed_by_server());
+  EXPECT_TRUE(idle.closed_by_server());
+  ASSERT_TRUE(exit.has_value()) << "no exit within 10 s";
+  EXPECT_EQ(*exit, 0);
+}
+
+TEST_F(HttpServer, WrkSmokeRunHasNoErrors) {
+  start();
+  const std::string out = run("wrk -t1 -c16 -d2s -s " PERF_HTTP_DIR "/pipeline.lua " +
+                              server().url("/plaintext") + " -- 4 2>&1");
+  EXPECT_NE(out.find("requests in"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Socket errors"), std::string::npos) << out;
+  EXPECT_EQ(out.find("Non-2xx"), std::string::npos) << out;
+  const std::string json = run("wrk -t1 -c16 -d2s " + server().url("/json") + " 2>&1");
+  EXPECT_NE(json.find("requests in"), std::string::npos) << json;
+  EXPECT_EQ(json.find("Socket errors"), std::string::npos) << json;
+  EXPECT_EQ(json.find("Non-2xx"), std::string::npos) << json;
+}
+
+TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
+  for (const char* flags : {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1",
+                            "--max-connections", "--header-timeout-ms -5"}) {
+    const std::string out = run(std::string(HTTP_SERVER) + " " + flags + " 2>&1; echo \"exit=$?\"");
+    EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
+    EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;
+  }
+  const std::string help = run(std::string(HTTP_SERVER) + " --help; echo \"exit=$?\"");
+  EXPECT_NE(help.find("--listen HOST:PORT"), std::string::npos);
+  EXPECT_NE(help.find("exit=0"), std::string::npos);
+}
+
+}  // namespace
