@@ -20,6 +20,8 @@
 #include <string>
 #include <vector>
 
+#include "arbor/io/engine.hpp"
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -63,6 +65,7 @@ class ServerProcess {
     }
   }
   int port() const { return port_; }
+  bool exited() const { return exited_; }
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
   }
@@ -192,17 +195,26 @@ std::string without_date(const std::string& response) {
 
 // ---- tests ---------------------------------------------------------------------------------
 
-class HttpServer : public ::testing::Test {
+class HttpServer : public ::testing::TestWithParam<std::string> {
  protected:
   void start(std::vector<std::string> flags = {}) {
+    flags.insert(flags.end(), {"--engine", GetParam()});
     server_ = std::make_unique<ServerProcess>(std::move(flags));
     ASSERT_GT(server_->port(), 0) << "the server did not start";
+  }
+  // Every test ends with a graceful stop that must exit 0: a crash, a sanitizer report
+  // (halt_on_error) or a leak found at exit fails the test that caused it.
+  void TearDown() override {
+    if (!server_ || server_->exited()) return;
+    const auto status = server_->stop(SIGTERM, 30s);
+    ASSERT_TRUE(status.has_value()) << "the server did not exit within 30 s of SIGTERM";
+    EXPECT_EQ(*status, 0) << "the server's exit status";
   }
   ServerProcess& server() { return *server_; }
   std::unique_ptr<ServerProcess> server_;
 };
 
-TEST_F(HttpServer, CurlGetsExactPlaintextAndJson) {
+TEST_P(HttpServer, CurlGetsExactPlaintextAndJson) {
   start();
   const std::string plain = run("curl -s -i --max-time 10 " + server().url("/plaintext"));
   EXPECT_TRUE(std::regex_search(plain, kDate)) << plain;
@@ -215,7 +227,7 @@ TEST_F(HttpServer, CurlGetsExactPlaintextAndJson) {
             "Content-Length: 27\r\n\r\n{\"message\":\"Hello, World!\"}");
 }
 
-TEST_F(HttpServer, CurlSeesNotFoundAndMethodNotAllowed) {
+TEST_P(HttpServer, CurlSeesNotFoundAndMethodNotAllowed) {
   start();
   EXPECT_EQ(without_date(run("curl -s -i --max-time 10 " + server().url("/nope"))),
             "HTTP/1.1 404 Not Found\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
@@ -230,7 +242,7 @@ TEST_F(HttpServer, CurlSeesNotFoundAndMethodNotAllowed) {
             "Content-Length: 13\r\n\r\n");
 }
 
-TEST_F(HttpServer, MetricsArePrometheusText) {
+TEST_P(HttpServer, MetricsArePrometheusText) {
   start();
   const std::string m = run("curl -s --max-time 10 " + server().url("/metrics"));
   for (const char* name :
@@ -241,7 +253,7 @@ TEST_F(HttpServer, MetricsArePrometheusText) {
   EXPECT_NE(m.find("# TYPE arbor_http_requests_total counter\n"), std::string::npos);
 }
 
-TEST_F(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
+TEST_P(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
   start();
   Client c(server().port());
   ASSERT_TRUE(c.connected());
@@ -255,7 +267,7 @@ TEST_F(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
-TEST_F(HttpServer, ARequestSentByteByByteIsAnswered) {
+TEST_P(HttpServer, ARequestSentByteByByteIsAnswered) {
   start();
   Client c(server().port());
   ASSERT_TRUE(c.connected());
@@ -266,7 +278,7 @@ TEST_F(HttpServer, ARequestSentByteByByteIsAnswered) {
   EXPECT_EQ(r.body, "{\"message\":\"Hello, World!\"}");
 }
 
-TEST_F(HttpServer, ConnectionCloseAndHttp10AreHonoured) {
+TEST_P(HttpServer, ConnectionCloseAndHttp10AreHonoured) {
   start();
   {
     Client c(server().port());
@@ -294,7 +306,7 @@ TEST_F(HttpServer, ConnectionCloseAndHttp10AreHonoured) {
   }
 }
 
-TEST_F(HttpServer, ABodyWithinTheLimitIsSkipped) {
+TEST_P(HttpServer, ABodyWithinTheLimitIsSkipped) {
   start();
   Client c(server().port());
   ASSERT_TRUE(c.send("POST /plaintext HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\n\r\nhello" +
@@ -305,7 +317,7 @@ TEST_F(HttpServer, ABodyWithinTheLimitIsSkipped) {
   EXPECT_EQ(c.read_response().body, "Hello, World!");
 }
 
-TEST_F(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
+TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   start({"--max-body", "1000"});
   const std::string big_line = "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
   const std::string big_head =
@@ -338,7 +350,7 @@ TEST_F(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
-TEST_F(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
+TEST_P(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
   start({"--header-timeout-ms", "300"});
   Client c(server().port());
   const std::string request = get("/plaintext", "X-Padding: " + std::string(40, 'p') + "\r\n");
@@ -354,7 +366,7 @@ TEST_F(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
   EXPECT_LT(sent, request.size()) << "the whole request went through at 20 bytes/s";
 }
 
-TEST_F(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
+TEST_P(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   start({"--idle-timeout-ms", "200"});
   Client c(server().port());
   ASSERT_TRUE(c.send(get("/plaintext")));
@@ -362,7 +374,7 @@ TEST_F(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(c.closed_by_server());  // blocks until the server closes (10 s safety bound)
 }
 
-TEST_F(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
+TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
   start({"--max-connections", "2"});
   auto a = std::make_unique<Client>(server().port());
   Client b(server().port());
@@ -386,7 +398,7 @@ TEST_F(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
   EXPECT_TRUE(served);
 }
 
-TEST_F(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
+TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
   start();
   Client busy(server().port());
   Client idle(server().port());
@@ -405,7 +417,7 @@ TEST_F(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
   EXPECT_EQ(*exit, 0);
 }
 
-TEST_F(HttpServer, WrkSmokeRunHasNoErrors) {
+TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
   start();
   const std::string out = run("wrk -t1 -c16 -d2s -s " PERF_HTTP_DIR "/pipeline.lua " +
                               server().url("/plaintext") + " -- 4 2>&1");
@@ -417,6 +429,9 @@ TEST_F(HttpServer, WrkSmokeRunHasNoErrors) {
   EXPECT_EQ(json.find("Socket errors"), std::string::npos) << json;
   EXPECT_EQ(json.find("Non-2xx"), std::string::npos) << json;
 }
+
+INSTANTIATE_TEST_SUITE_P(Engines, HttpServer, ::testing::ValuesIn(arbor::io::Engine::available()),
+                         [](const auto& param_info) { return param_info.param; });
 
 TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
   for (const char* flags : {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1",
