@@ -39,6 +39,7 @@ perf: release
 	perf/compare-roundtrip
 	perf/compare-spawn
 	perf/compare-echo
+	perf/http/compare
 
 format:
 	clang-format -i $$(git ls-files '*.cpp' '*.hpp')

@@ -262,7 +262,11 @@ Task<void> Server::serve(TcpStream stream) {
         keep_alive = request.keep_alive;
         version_minor = request.version_minor;
         head_only = request.method == "HEAD";
-        reply = handler_(request, scratch);
+        try {
+          reply = handler_(request, scratch);
+        } catch (...) {  // a handler bug costs its request, not the connection's neighbours
+          reply = {500, "text/plain", reason_phrase(500), {}};
+        }
         begin += parser.head_size();
         discard = request.content_length;
         request_started = 0;

@@ -51,8 +51,15 @@ class ServerProcess {
     std::string line;
     char c;
     pollfd p{out[0], POLLIN, 0};
-    while (::poll(&p, 1, 30'000) == 1 && ::read(out[0], &c, 1) == 1 && c != '\n')
+    for (;;) {  // (a stopped-and-continued test process sees EINTR even without handlers)
+      const int ready = ::poll(&p, 1, 30'000);
+      if (ready < 0 && errno == EINTR) continue;
+      if (ready != 1) break;
+      const ssize_t n = ::read(out[0], &c, 1);
+      if (n < 0 && errno == EINTR) continue;
+      if (n != 1 || c == '\n') break;
       line += c;
+    }
     ::close(out[0]);
     const auto colon = line.rfind(':');
     if (line.rfind("listening on ", 0) == 0 && colon != std::string::npos)
@@ -76,7 +83,10 @@ class ServerProcess {
     const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
     if (pidfd < 0) return std::nullopt;
     pollfd p{pidfd, POLLIN, 0};
-    const int ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+    int ready;
+    do {
+      ready = ::poll(&p, 1, static_cast<int>(limit.count()));
+    } while (ready < 0 && errno == EINTR);
     ::close(pidfd);
     if (ready != 1) return std::nullopt;
     int status = 0;
@@ -127,6 +137,7 @@ class Client {
     std::size_t off = 0;
     while (off < data.size()) {
       const ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
+      if (n < 0 && errno == EINTR) continue;
       if (n <= 0) return false;
       off += static_cast<std::size_t>(n);
     }
@@ -154,14 +165,20 @@ class Client {
   /// True if the server closes the connection (EOF or reset) with nothing more to read.
   bool closed_by_server() {
     char c;
-    const ssize_t n = ::recv(fd_, &c, 1, 0);
+    ssize_t n;
+    do {
+      n = ::recv(fd_, &c, 1, 0);
+    } while (n < 0 && errno == EINTR);
     return n == 0 || (n < 0 && errno == ECONNRESET);
   }
 
  private:
   bool fill() {
     char chunk[4096];
-    const ssize_t n = ::recv(fd_, chunk, sizeof chunk, 0);
+    ssize_t n;
+    do {
+      n = ::recv(fd_, chunk, sizeof chunk, 0);
+    } while (n < 0 && errno == EINTR);
     if (n <= 0) return false;
     buffer_.append(chunk, static_cast<std::size_t>(n));
     return true;

@@ -55,8 +55,8 @@ struct Reply {
 };
 
 /// Called for every request, on a worker thread; may run concurrently for different
-/// connections. `scratch` (ServerOptions-independent, 16 KiB) is this connection's to use for
-/// the reply body.
+/// connections. An exception it throws becomes a 500 for that request. `scratch`
+/// (ServerOptions-independent, 16 KiB) is this connection's to use for the reply body.
 using Handler = std::function<Reply(const Request& request, std::span<char> scratch)>;
 
 struct ServerCounters {
