@@ -43,7 +43,7 @@ std::size_t head_bound(const Reply& r, std::string_view server_name) noexcept {
 }
 
 void write_head(Output& out, const Reply& r, std::size_t body_size, bool keep_alive,
-                int version_minor, std::string_view server_name) noexcept {
+                int version_minor, std::string_view server_name, std::string_view date) noexcept {
   out.put("HTTP/1.1 ");
   out.put_number(static_cast<std::uint64_t>(r.status));
   out.put(" ");
@@ -51,7 +51,7 @@ void write_head(Output& out, const Reply& r, std::size_t body_size, bool keep_al
   out.put("\r\nServer: ");
   out.put(server_name);
   out.put("\r\nDate: ");
-  out.put(http_date());
+  out.put(date);
   if (!r.content_type.empty()) {
     out.put("\r\nContent-Type: ");
     out.put(r.content_type);
@@ -237,6 +237,10 @@ Task<void> Server::serve(TcpStream stream) {
 
   for (;;) {
     std::uint64_t answered = 0;
+    // One clock read per batch, not per response. Copied, not viewed: the thread-local cache
+    // belongs to the thread we are on now, and a write below may resume us on another.
+    char date[kDateSize];
+    std::memcpy(date, http_date().data(), kDateSize);
     while (!closing) {
       if (discard > 0) {
         const std::size_t n =
@@ -280,7 +284,8 @@ Task<void> Server::serve(TcpStream stream) {
         if (!co_await stream.write_all(bytes(out.data, out.size))) co_return;
         out.size = 0;
       }
-      write_head(out, reply, reply.body.size(), keep_alive, version_minor, options_.server_name);
+      write_head(out, reply, reply.body.size(), keep_alive, version_minor, options_.server_name,
+                 {date, kDateSize});
       if (out.room() >= body_size) {
         out.put(reply.body.substr(0, body_size));
       } else {  // a body larger than the buffer goes out straight from where it is

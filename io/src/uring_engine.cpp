@@ -388,26 +388,26 @@ void UringEngine::drain(Ring& r) noexcept {
         const int side = link->kind == kCancelRead ? 0 : 1;
         Descriptor& d = *descriptor_of_cancel(link, side);
         Operation* target;
+        bool claimed = false;
         {
           // Cancel whatever is pending on that side now, if it asked to be cancelled: the
           // operation that asked may have finished since, and its successor (perhaps at the
-          // same address) has its own cancel_requested, false unless it asked too.
+          // same address) has its own cancel_requested, false unless it asked too. Everything
+          // about the target is read here, under the lock: once it is unlocked, a pending
+          // operation may complete and its memory become the next operation.
           std::lock_guard guard(d.lock);
           d.cancel_queued[side] = false;
           target = d.slot[side];
           if (target != nullptr && !target->cancel_requested.load(std::memory_order_relaxed))
             target = nullptr;
-        }
-        if (target != nullptr && target->stage == kParked) {
-          {
-            std::lock_guard guard(d.lock);
-            if (d.slot[side] == target)
-              d.slot[side] = nullptr;
-            else
-              target = nullptr;  // its multishot result claimed it first
+          if (target != nullptr && target->stage == kParked) {  // no SQE: just take it out
+            d.slot[side] = nullptr;
+            claimed = true;
           }
-          if (target != nullptr) deliver_claimed(*target, -ECANCELED);
-        } else if (target != nullptr) {
+        }
+        if (claimed) {
+          deliver_claimed(*target, -ECANCELED);
+        } else if (target != nullptr) {  // the pointer is only user data here, not read
           io_uring_sqe* sqe = r.get_sqe();
           io_uring_prep_cancel(sqe, target, 0);
           io_uring_sqe_set_data64(sqe, kIgnore);
