@@ -7,28 +7,17 @@
 //
 // It does what the benchmark needs and no more: GET /plaintext and /json, keep-alive,
 // pipelining, 404 for anything else. No limits, no timeouts, no body handling.
-#include <sched.h>
-#include <time.h>
-
-// Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
-#include <utility>
-// (keep the blank line: clang-format must not sort Boost above <utility>)
-
 #include <rapidjson/stringbuffer.h>
 #include <rapidjson/writer.h>
+#include <time.h>
 
-#include <boost/asio.hpp>
-#include <csignal>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <memory>
+#include <string>
 #include <string_view>
-#include <thread>
-#include <vector>
 
-namespace asio = boost::asio;
-using asio::ip::tcp;
+#include "asio_server.hpp"
 
 namespace {
 
@@ -118,50 +107,8 @@ class Session : public std::enable_shared_from_this<Session> {
   std::string out_;
 };
 
-int cpus() {
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
-  return static_cast<int>(std::thread::hardware_concurrency());
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int threads = argc > 2 ? std::atoi(argv[2]) : cpus();
-  std::vector<std::unique_ptr<asio::io_context>> contexts;
-  for (int i = 0; i < threads; ++i)
-    contexts.push_back(std::make_unique<asio::io_context>(1));
-  const unsigned short port = argc > 1 ? static_cast<unsigned short>(std::atoi(argv[1])) : 0;
-  tcp::acceptor acceptor(*contexts[0], tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
-  std::size_t next = 0;
-  std::function<void()> accept = [&] {
-    auto& ctx = *contexts[next++ % contexts.size()];
-    acceptor.async_accept(ctx, [&](boost::system::error_code ec, tcp::socket socket) {
-      if (!ec) {
-        socket.set_option(tcp::no_delay(true));
-        std::make_shared<Session>(std::move(socket))->start();
-      }
-      accept();
-    });
-  };
-  accept();
-  asio::signal_set signals(*contexts[0], SIGINT, SIGTERM);
-  signals.async_wait([&](auto, int) {
-    for (auto& c : contexts)
-      c->stop();
-  });
-  std::printf("ready %u\n", acceptor.local_endpoint().port());
-  std::fflush(stdout);
-  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
-  for (auto& c : contexts)
-    guards.push_back(asio::make_work_guard(*c));
-  std::vector<std::thread> workers;
-  for (int i = 1; i < threads; ++i)
-    workers.emplace_back([&, i] { contexts[static_cast<std::size_t>(i)]->run(); });
-  contexts[0]->run();
-  for (auto& c : contexts)
-    c->stop();
-  for (auto& t : workers)
-    t.join();
-  return 0;
+  return serve_per_thread<Session>(argc, argv);
 }
