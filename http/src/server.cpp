@@ -88,7 +88,7 @@ struct Server::Connection {
 Result<std::unique_ptr<Server>> Server::bind(Runtime& runtime, ServerOptions options,
                                              Handler handler) {
   if (options.max_connections == 0 || options.header_timeout.count() <= 0 ||
-      options.idle_timeout.count() <= 0 || !handler)
+      options.idle_timeout.count() <= 0 || options.server_name.size() > 256 || !handler)
     return std::make_error_code(std::errc::invalid_argument);
   auto listener = TcpListener::bind(runtime, options.listen,
                                     {.backlog = options.backlog, .reuse_address = true});
@@ -278,6 +278,8 @@ Task<void> Server::serve(TcpStream stream) {
         parser.reset();
       }
       ++answered;
+      if (head_bound(reply, options_.server_name) > kOutCapacity / 2)  // absurd header values
+        reply = {500, "text/plain", reason_phrase(500), {}};
       const std::size_t body_size = head_only ? 0 : reply.body.size();
       const std::size_t bound = head_bound(reply, options_.server_name);
       if (out.room() < bound + body_size && out.size > 0) {

@@ -41,12 +41,13 @@ struct ServerOptions {
   std::size_t max_connections = 10'000;  // more are accepted and closed at once
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
-  std::string server_name = "arbor";
+  std::string server_name = "arbor";  // at most 256 bytes
   int backlog = 4096;
 };
 
 /// What a handler answers. The views must stay valid until the handler's next call on this
-/// connection (point them at constants, or at the scratch buffer the handler is given).
+/// connection (point them at constants, or at the scratch buffer the handler is given). Header
+/// values (content_type, allow) longer than a few KiB turn the reply into a 500.
 struct Reply {
   int status = 200;
   std::string_view content_type = "text/plain";

@@ -1,0 +1,85 @@
+// http::Server used directly, in process: what a handler's mistakes turn into, and what bind()
+// refuses. Clients are blocking sockets on 127.0.0.1; the server stops through shutdown().
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "arbor/http/server.hpp"
+
+namespace arbor::http {
+namespace {
+
+// Sends `request` and returns everything the server sends back until it closes.
+std::string round_trip(int port, const std::string& request) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  timeval tv{10, 0};  // a safety bound, not synchronisation
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<std::uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      reply.append(buf, static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  return reply;
+}
+
+TEST(HttpServerApi, HandlerMistakesBecome500AndTheServerCarriesOn) {
+  Runtime rt;
+  const std::string huge_type(20'000, 't');
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  auto server = Server::bind(rt, options, [&](const Request& r, std::span<char>) -> Reply {
+    if (r.target == "/throw") throw std::runtime_error("handler bug");
+    if (r.target == "/huge") return {200, huge_type, "x", {}};
+    return {200, "text/plain", "fine", {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->local_address().port();
+  auto running = rt.spawn((*server)->run());
+  const std::string close = "Connection: close\r\n\r\n";
+  EXPECT_EQ(round_trip(port, "GET /throw HTTP/1.1\r\nHost: h\r\n" + close).substr(0, 12),
+            "HTTP/1.1 500");
+  EXPECT_EQ(round_trip(port, "GET /huge HTTP/1.1\r\nHost: h\r\n" + close).substr(0, 12),
+            "HTTP/1.1 500");
+  const std::string ok = round_trip(port, "GET /ok HTTP/1.1\r\nHost: h\r\n" + close);
+  EXPECT_EQ(ok.substr(0, 12), "HTTP/1.1 200");
+  EXPECT_EQ(ok.substr(ok.size() - 4), "fine");
+  (*server)->shutdown();
+  running.join_blocking();
+  EXPECT_EQ((*server)->counters().requests, 3u);
+  EXPECT_EQ((*server)->counters().connections_active, 0u);
+}
+
+TEST(HttpServerApi, BindRefusesBadOptions) {
+  Runtime rt;
+  auto handler = [](const Request&, std::span<char>) { return Reply{200, "text/plain", "", {}}; };
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  options.server_name = std::string(300, 's');
+  EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+  options.server_name = "arbor";
+  options.max_connections = 0;
+  EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+  options.max_connections = 10;
+  options.header_timeout = std::chrono::milliseconds(0);
+  EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+}
+
+}  // namespace
+}  // namespace arbor::http
