@@ -13,6 +13,7 @@ packages=(
   rapidjson-dev                         # the HTTP example's JSON serializer
   curl wrk                              # HTTP integration tests (real clients, wrk smoke run)
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
+  spin                                  # make model: the park/notify handshake (Promela)
 )
 
 missing=()

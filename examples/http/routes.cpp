@@ -97,6 +97,8 @@ std::size_t Routes::metrics(std::span<char> out) const {
   put("arbor_scheduler_wakes_total", "counter", "Times a parked worker was woken.", s.wakes);
   put("arbor_scheduler_steals_total", "counter", "Items stolen from another worker.", s.steals);
   put("arbor_scheduler_spins_total", "counter", "Spin phases before parking.", s.spins);
+  put("arbor_task_exceptions_unobserved_total", "counter",
+      "Exceptions that ended a detached task (each also logged).", unobserved_task_exceptions());
   const auto& pool = runtime_.engine().event_pool();
   put("arbor_event_pool_idle", "gauge", "Pooled event items idle now.", pool.idle());
   put("arbor_event_pool_allocated_total", "counter", "Event items ever allocated.",

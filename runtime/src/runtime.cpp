@@ -94,14 +94,19 @@ void Runtime::request_stop() noexcept {
 
 void Runtime::shutdown() noexcept {
   {
-    std::lock_guard lock(shutdown_mutex_);
-    if (shut_down_) return;
-    shut_down_ = true;
+    std::unique_lock lock(shutdown_mutex_);
+    if (phase_ != Phase::running) {
+      // Another thread is shutting down: returning now would let our caller destroy the
+      // runtime under it. Wait until it has finished.
+      shutdown_progress_.wait(lock, [this] { return phase_ == Phase::shut_down; });
+      return;
+    }
+    phase_ = Phase::shutting_down;
   }
   request_stop();
   {
     std::unique_lock lock(shutdown_mutex_);
-    const bool finished = all_finished_.wait_for(lock, options_.shutdown_timeout, [this] {
+    const bool finished = shutdown_progress_.wait_for(lock, options_.shutdown_timeout, [this] {
       return live_.load(std::memory_order_acquire) == 0;
     });
     if (!finished)
@@ -110,18 +115,41 @@ void Runtime::shutdown() noexcept {
   }
   engine_->stop();
   scheduler_->stop();
+  // Notify under the lock: a waiter may destroy the runtime as soon as it sees shut_down.
+  std::lock_guard lock(shutdown_mutex_);
+  phase_ = Phase::shut_down;
+  shutdown_progress_.notify_all();
 }
 
 void Runtime::task_finished() noexcept {
   if (live_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
     std::lock_guard lock(shutdown_mutex_);
-    all_finished_.notify_all();
+    shutdown_progress_.notify_all();
   }
+}
+
+namespace {
+std::atomic<std::uint64_t> unobserved_exceptions{0};
+}  // namespace
+
+std::uint64_t unobserved_task_exceptions() noexcept {
+  return unobserved_exceptions.load(std::memory_order_relaxed);
 }
 
 namespace detail {
 void spawned_finished(Runtime& runtime) noexcept {
   runtime.task_finished();
+}
+
+void report_unobserved(const std::exception_ptr& error) noexcept {
+  unobserved_exceptions.fetch_add(1, std::memory_order_relaxed);
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    log::error("a detached task ended with an exception nobody joined: {}", e.what());
+  } catch (...) {
+    log::error("a detached task ended with a non-standard exception nobody joined");
+  }
 }
 }  // namespace detail
 

@@ -3,19 +3,35 @@
 // idle_state_ packs (unparked << 16 | searching). A worker is "searching" while it steals or
 // spins; "unparked" while it is not asleep on sleepers_ (running, searching or blocked).
 //
-// No lost wakeups — the Dekker pattern between a submitter and a worker about to park:
-//   submitter: push the item; fence(seq_cst); load idle_state_; wake one if nobody searches
-//              and fewer than N workers are awake.
-//   parker:    idle_state_ -= unparked (and searching); fence(seq_cst); re-check every queue;
-//              undo and go back to work if anything is queued; otherwise sleep.
-// The two fences order the pair: either the submitter sees the parker still awake (and the
-// parker then sees the item in its re-check), or the submitter sees it parked and wakes it.
-// A woken worker is counted as unparked + searching by its waker, before it even runs, so
-// concurrent submitters do not wake a second one for the same work.
+// The invariant the protocol keeps (checked by the Promela model in sched/model/, whose step
+// names S1..S4, P1..P4 and T1, T2 the code below carries in comments):
+//   unparked  = workers not between P1 and their return from sleepers_.wait()
+//               + wakes counted at S3 whose signal nobody has consumed yet;
+//   searching = workers with `searching` set + those same pending wakes.
+// A worker leaves the unparked count only at P1 and comes back only by consuming a signal
+// (P4, where it inherits the count its waker added at S3) or by counting itself back in at P3
+// under the same rule a waker uses. So every count matches a worker or a signal on its way
+// to one; there is no "phantom" searcher holding the searcher cap with nobody behind it.
 //
-// Searchers bound: at most half the workers (at least one) search at once. When the last
-// searcher finds work it wakes one more sleeper, since more work may be queued behind it; so
-// a burst wakes workers one at a time, each only once the previous one has found something.
+// No lost wakeups — the Dekker pattern between a submitter and a worker about to park:
+//   submitter: S1 push the item; S2 fence(seq_cst), load idle_state_; S3 count a wake if
+//              nobody searches and fewer than N workers are awake; S4 post its signal.
+//   parker:    P1 idle_state_ -= unparked (and searching); P2 fence(seq_cst), re-check every
+//              queue; P3 if anything is queued, count itself back in as a searcher under S3's
+//              rule, else (someone searches, or enough are awake) P4 sleep; P4 sleep.
+// The two fences order the pair: either the submitter sees the parker still awake (and the
+// parker then sees the item at P2), or the submitter sees it parked and wakes a sleeper.
+// The fences are invisible to ThreadSanitizer; the model checks the interleavings and
+// SchedulerSeams.ParkRaceNeverStrandsStealableWork stresses them in the release suite. We keep
+// a fence + load rather than a read-modify-write on the submit path so that the common "is
+// anybody searching?" check leaves idle_state_'s cache line shared among workers.
+//
+// A woken worker is counted as unparked + searching by its waker (S3), before it even runs,
+// so concurrent submitters do not wake a second one for the same work.
+//
+// Searchers bound: at most half the workers (at least one) search at once (T1). When the last
+// searcher finds work it wakes one more sleeper (T2), since more work may be queued behind it;
+// so a burst wakes workers one at a time, each only once the previous one has found something.
 #include "arbor/sched/scheduler.hpp"
 
 #include <chrono>
@@ -26,6 +42,7 @@
 #include <thread>
 
 #include "arbor/sched/local_queue.hpp"
+#include "arbor/sched/test_hooks.hpp"
 #include "cycle_clock.hpp"
 
 namespace arbor::sched {
@@ -39,6 +56,8 @@ constexpr std::uint32_t searching_of(std::uint32_t s) noexcept {
 constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept {
   return s >> 16;
 }
+
+std::atomic<void (*)()> inside_park_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -105,6 +124,10 @@ struct Scheduler::Worker {
 
   std::thread thread;
 };
+
+void test_hooks::set_inside_park(void (*hook)()) noexcept {
+  inside_park_hook.store(hook, std::memory_order_relaxed);
+}
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
   thread_local Worker* worker = nullptr;
@@ -210,9 +233,11 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     return true;
   }
   external_counters_.add(detail::CounterBlock::submitted, weight);
-  global_.push(&item);
-  submitters_.fetch_sub(1, std::memory_order_release);
+  global_.push(&item);  // S1
+  // Notify before leaving submitters_: once it is zero, stop() may finish and the scheduler
+  // be destroyed, so nothing here may touch it afterwards.
   notify_parked();
+  submitters_.fetch_sub(1, std::memory_order_release);
   return true;
 }
 
@@ -231,9 +256,9 @@ bool Scheduler::submit_batch(WorkItem* first, WorkItem* last, std::size_t count,
     return false;
   }
   counter_block().add(detail::CounterBlock::submitted, weight);
-  global_.push_batch(first, last, count);
+  global_.push_batch(first, last, count);  // S1
+  notify_parked();                         // before leaving submitters_, as in submit()
   if (!on_worker) submitters_.fetch_sub(1, std::memory_order_release);
-  notify_parked();
   return true;
 }
 
@@ -252,11 +277,11 @@ void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
 }
 
 bool Scheduler::notify_parked() noexcept {
-  // Pairs with the fence in park(); see the protocol at the top of this file.
+  // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-  for (;;) {
-    if (searching_of(s) != 0) return true;  // a searcher will find the work
+  for (;;) {                                // S3
+    if (searching_of(s) != 0) return true;  // a searcher (or a counted wake) will find the work
     const int unparked = static_cast<int>(unparked_of(s));
     if (unparked - blocked_.load(std::memory_order_relaxed) >= workers_) return true;
     if (unparked >= started_.load(std::memory_order_acquire)) return false;  // nobody asleep
@@ -265,11 +290,11 @@ bool Scheduler::notify_parked() noexcept {
       break;
   }
   counter_block().add(detail::CounterBlock::wakes);
-  sleepers_.release(1);
+  sleepers_.release(1);  // S4
   return true;
 }
 
-bool Scheduler::transition_to_searching(Worker& w) noexcept {
+bool Scheduler::transition_to_searching(Worker& w) noexcept {  // T1
   if (w.searching) return true;
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
   for (;;) {
@@ -282,7 +307,7 @@ bool Scheduler::transition_to_searching(Worker& w) noexcept {
   return true;
 }
 
-void Scheduler::transition_from_searching(Worker& w) noexcept {
+void Scheduler::transition_from_searching(Worker& w) noexcept {  // T2
   w.searching = false;
   std::uint32_t prev = idle_state_.fetch_sub(kSearchingOne, std::memory_order_seq_cst);
   // The last searcher found work: there may be more behind it, and nobody is looking now.
@@ -365,19 +390,39 @@ bool Scheduler::anything_queued() const noexcept {
 
 void Scheduler::park(Worker& w) noexcept {
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
-  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);
+  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
   w.searching = false;
-  // Pairs with the fence in notify_parked(); see the protocol at the top of this file.
+  if (auto* hook = inside_park_hook.load(std::memory_order_relaxed)) hook();
+  // P2. Pairs with the fence in notify_parked() (S2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (anything_queued() || stopping_.load(std::memory_order_relaxed)) {
-    // Work arrived while we were deciding to sleep and its submitter may have counted on us
-    // being awake: stay up and look again.
+  if (stopping_.load(std::memory_order_relaxed)) {
+    // stop() posts a signal per worker and joins us; the counts no longer matter.
     idle_state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
     return;
   }
+  if (anything_queued()) {
+    // P3. Work arrived while we were deciding to sleep, and its submitter may have counted on
+    // us being awake. From P1 on we count as asleep, so we may come back only the way a
+    // sleeper is woken: counted in by the rule of S3. If someone searches already (possibly a
+    // wake a submitter counted just now for a sleeper — for us, if we sleep) or enough workers
+    // are awake, they cover the work, and we sleep; the signal of a wake counted on our behalf
+    // wakes us at once. Re-adding ourselves as unparked-but-not-searching instead (the old
+    // protocol) leaves such a counted wake with nobody behind it: a searcher that fills the
+    // searcher cap while its signal waits for a sleeper that never comes (the model's
+    // "phantom searcher").
+    std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+    while (searching_of(s) == 0 &&
+           static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) < workers_) {
+      if (idle_state_.compare_exchange_weak(s, s + kSearchingOne + kUnparkedOne,
+                                            std::memory_order_seq_cst, std::memory_order_relaxed)) {
+        w.searching = true;
+        return;
+      }
+    }
+  }
   w.counters.bump(detail::CounterBlock::parks);
-  sleepers_.wait();
-  // Whoever woke us counted us as unparked and searching.
+  sleepers_.wait();  // P4
+  // Whoever woke us counted us as unparked and searching (S3).
   w.searching = true;
 }
 
@@ -433,8 +478,9 @@ void Scheduler::leave_blocking() noexcept {
 }
 
 void Scheduler::start_spare_if_needed() noexcept {
+  if (stopping_.load(std::memory_order_acquire)) return;  // cheap: no lock once stopping
   std::lock_guard lock(lifecycle_mutex_);
-  if (stopping_.load(std::memory_order_relaxed)) return;
+  if (stopping_.load(std::memory_order_relaxed)) return;  // set under this lock: exact here
   const int index = started_.load(std::memory_order_relaxed);
   if (index >= max_workers_) return;
   const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
@@ -462,9 +508,14 @@ std::uint64_t Scheduler::stop() noexcept {
     std::fputs("arbor::sched::Scheduler::stop() called from one of its own workers\n", stderr);
     std::abort();
   }
-  std::lock_guard lock(lifecycle_mutex_);
+  std::lock_guard stop_lock(stop_mutex_);
   if (stopped_) return 0;
-  stopping_.store(true, std::memory_order_seq_cst);
+  {
+    // Under lifecycle_mutex_ so that no spare starts after we read started_ below; released
+    // before joining, since a worker entering a blocking region may be waiting for it.
+    std::lock_guard lock(lifecycle_mutex_);
+    stopping_.store(true, std::memory_order_seq_cst);
+  }
   // Let submits that passed the stopping_ check finish queueing, so nothing lands after the
   // drain below. They are a few instructions long.
   while (submitters_.load(std::memory_order_acquire) != 0)

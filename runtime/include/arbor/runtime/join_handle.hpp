@@ -9,6 +9,10 @@
 // coroutine's address, or kDone. The finishing task exchanges kDone in (acq_rel: it publishes
 // the result and sees the waiter); a joiner CASes its address in, or finds kDone and
 // continues at once. `refs` starts at 2 (task + handle); the last release destroys the frame.
+//
+// An exception nobody takes is not lost: joining takes it out of the frame, and a frame
+// destroyed with one still in it (its handle was dropped without joining) reports it once —
+// logged at error level and counted in unobserved_task_exceptions().
 #pragma once
 
 #include <atomic>
@@ -38,6 +42,7 @@ struct SpawnCore {
 };
 
 void spawned_finished(Runtime& runtime) noexcept;
+void report_unobserved(const std::exception_ptr& error) noexcept;
 
 template <class T>
 struct SpawnedPromiseBase : PromiseBase, SpawnCore {
@@ -62,7 +67,10 @@ struct SpawnedPromise<void> : SpawnedPromiseBase<void> {
 
 template <class Promise>
 void release(std::coroutine_handle<Promise> h) noexcept {
-  if (h.promise().refs.fetch_sub(1, std::memory_order_acq_rel) == 1) h.destroy();
+  auto& p = h.promise();
+  if (p.refs.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  if (p.result.index() == 2) report_unobserved(std::get<2>(p.result));
+  h.destroy();
 }
 
 // Marks the task done, wakes its joiner, and returns who runs next.
@@ -101,6 +109,10 @@ Spawned<T> run_spawned(Task<T> task) {
 }
 
 }  // namespace detail
+
+/// Exceptions that ended a spawned task whose handle was dropped without joining, since the
+/// process started (each is also logged once).
+std::uint64_t unobserved_task_exceptions() noexcept;
 
 template <class T = void>
 class [[nodiscard]] JoinHandle {
@@ -160,7 +172,12 @@ class [[nodiscard]] JoinHandle {
  private:
   static T take(handle_type h) {
     auto& result = h.promise().result;
-    if (result.index() == 2) std::rethrow_exception(std::get<2>(result));
+    if (result.index() == 2) {
+      // Taken out, so that the frame does not report it as unobserved when it goes.
+      std::exception_ptr error = std::move(std::get<2>(result));
+      result.template emplace<0>();
+      std::rethrow_exception(error);
+    }
     if constexpr (!std::is_void_v<T>) return std::move(std::get<1>(result));
   }
   handle_type handle_;

@@ -74,7 +74,9 @@ class Runtime {
     p.start.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
     live_.fetch_add(1, std::memory_order_relaxed);
     const bool local = sched::Scheduler::current() == scheduler_.get();
-    if (!scheduler_->submit(p.start, local)) p.start.fn(&p.start, sched::Disposition::drop);
+    // Refused (the scheduler is stopping): submit has already dropped the start item, which
+    // resumes the task here; it must not be dropped again (see Scheduler::submit).
+    scheduler_->submit(p.start, local);
     return JoinHandle<T>(h);
   }
 
@@ -83,7 +85,9 @@ class Runtime {
   void request_stop() noexcept;
   std::stop_token stop_token() const noexcept { return stop_.get_token(); }
 
-  /// request_stop(), wait for the tasks, stop the engine and the scheduler. Idempotent.
+  /// request_stop(), wait for the tasks, stop the engine and the scheduler. Idempotent and
+  /// safe from several threads at once: every call returns only when the shutdown is complete
+  /// (the destructor calls it too). Not from one of this runtime's own tasks.
   void shutdown() noexcept;
 
   /// Spawned tasks that have not finished.
@@ -116,8 +120,9 @@ class Runtime {
   TaskContext root_;
   std::atomic<std::int64_t> live_{0};
   std::mutex shutdown_mutex_;
-  std::condition_variable all_finished_;
-  bool shut_down_ = false;
+  std::condition_variable shutdown_progress_;  // live_ reached 0, or a shutdown completed
+  enum class Phase { running, shutting_down, shut_down };
+  Phase phase_ = Phase::running;  // guarded by shutdown_mutex_
 };
 
 /// `co_await arbor::yield()`: lets other queued work run, then continues (on any worker).
@@ -128,9 +133,13 @@ struct yield {
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     Runtime* rt = detail::context_of(h).runtime;
-    if (rt == nullptr) return false;
+    // Nothing to yield to once the scheduler stops: continue at once.
+    if (rt == nullptr || rt->scheduler().stopping()) return false;
     handle = h;
-    return rt->scheduler().submit(item, /*prefer_local=*/false);
+    // Queued or, if stop() began since the check, dropped: run() then has resumed us already,
+    // inside this call. Either way we are no longer ours to resume, so stay suspended.
+    rt->scheduler().submit(item, /*prefer_local=*/false);
+    return true;
   }
   void await_resume() const noexcept {}
 

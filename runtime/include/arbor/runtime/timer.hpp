@@ -86,7 +86,14 @@ class Deadline : io::Timer {
     deadline_ns = to_ns(deadline);
     handler = &on_event;
   }
-  bool arm(io::Engine& engine) { return engine.add_timer(*this); }
+  /// Queues the deadline. If the engine refuses it (cancel_all() ran: the runtime is stopping),
+  /// the deadline counts as delivered and not fired, and the source is stopped at once, so
+  /// the task it guards is cancelled like every other and delivered() never waits.
+  void arm(io::Engine& engine) {
+    if (engine.add_timer(*this)) return;
+    source_.request_stop();
+    state_.store(kDone, std::memory_order_release);
+  }
   void disarm(io::Engine& engine) noexcept { engine.cancel_timer(*this); }
   bool fired() const noexcept { return fired_; }
 

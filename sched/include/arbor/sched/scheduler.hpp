@@ -49,19 +49,26 @@ class Scheduler {
   /// Calls stop().
   ~Scheduler();
 
-  /// Queues `item`. With `prefer_local` and when called from one of this scheduler's workers,
-  /// the item goes to that worker's local queue; otherwise to the global queue. After stop()
-  /// has begun, the item is dropped at once (its fn runs with Disposition::drop) and the call
-  /// returns false. `weight` is what the item adds to counters().queued: 1 for a plain item,
-  /// 0 for a part of a batch that was counted when the batch was submitted.
+  /// Ownership: submit either queues the item or drops it, exactly once; callers never drop
+  /// it again. Dropping means its fn runs with Disposition::drop before submit returns (false),
+  /// which happens once stop() has begun; the caller must not touch the item after a true
+  /// return, and after a false one the item's fn has already run.
+  ///
+  /// With `prefer_local` and when called from one of this scheduler's workers, the item goes to
+  /// that worker's local queue; otherwise to the global queue. `weight` is what the item adds
+  /// to counters().queued: 1 for a plain item, 0 for a part of a batch that was counted when
+  /// the batch was submitted.
   bool submit(WorkItem& item, bool prefer_local = false, std::uint64_t weight = 1) noexcept;
-  /// Queues the chain first..last (linked through `next`) with one global push. `weight` is
-  /// what the chain counts for in counters().queued (an event tree counts all its events).
+  /// Queues the chain first..last (linked through `next`) with one global push; the same
+  /// ownership rule as submit(), for every item of the chain. `weight` is what the chain counts
+  /// for in counters().queued (an event tree counts all its events).
   bool submit_batch(WorkItem* first, WorkItem* last, std::size_t count,
                     std::uint64_t weight) noexcept;
 
   /// Stops the workers after the items they are running, joins them, and drops everything
-  /// still queued. Returns how many items were dropped. Idempotent.
+  /// still queued. Returns how many items were dropped. Idempotent, and safe to call from
+  /// several threads at once: every call returns only once the workers are joined (the first
+  /// returns the count, the others 0). Never from one of its own workers (aborts).
   std::uint64_t stop() noexcept;
 
   /// True once stop() has begun.
@@ -114,10 +121,14 @@ class Scheduler {
   std::atomic<int> started_{0};
   std::atomic<int> submitters_{0};  // external submits in flight, for stop()
   std::atomic<bool> stopping_{false};
-  bool stopped_ = false;
+  bool stopped_ = false;  // guarded by stop_mutex_
 
   std::vector<std::unique_ptr<Worker>> slots_;  // max_workers_ entries, started lazily past N
-  std::mutex lifecycle_mutex_;                  // starting spares, stop()
+  // Starting a spare and setting stopping_ take lifecycle_mutex_, so no spare starts once
+  // stop() has read started_. stop() holds it only for that, never while joining: a worker
+  // entering a blocking region takes it too, and stop() is waiting for that worker.
+  std::mutex lifecycle_mutex_;
+  std::mutex stop_mutex_;  // held for the whole of stop(): a second caller waits for the first
   detail::CounterBlock external_counters_;
   std::atomic<std::uint64_t> spare_workers_started_{0};
 };
