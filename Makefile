@@ -1,7 +1,7 @@
 # arbor — the two commands (`make test`, `make run`) and the sanitizer suites.
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
-.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test fuzz run perf format clean
+.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test fuzz model run perf format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -34,6 +34,10 @@ fuzz: deps
 	mkdir -p build/fuzz/corpus
 	build/fuzz/tests/request_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  build/fuzz/corpus tests/http/fuzz_seeds
+
+# Model-check the scheduler's park/notify handshake with spin (sched/model/park_notify.pml).
+model: deps
+	sched/model/check.sh
 
 perf: release
 	perf/compare-roundtrip

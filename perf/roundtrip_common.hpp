@@ -1,6 +1,7 @@
 // Shared by perf/roundtrip.cpp (arbor) and perf/baselines/asio_roundtrip.cpp (Boost.Asio): the
 // command line, the busy-waits and the output format of the request/reply round trip ported
-// from ../shared/reference/threadpool-roundtrip-report.txt. Keeping them in one place is what
+// from a thread-pool regression report (a request item queues its reply, then keeps running a
+// housekeeping tail; see docs/benchmarks.md). Keeping them in one place is what
 // makes the two programs measure the same thing.
 //
 //   roundtrip MODE [WARMUP] [REQUESTS] [--chunked] [--threads N]

@@ -3,15 +3,17 @@
 // idle_state_ packs (unparked << 16 | searching). A worker is "searching" while it steals or
 // spins; "unparked" while it is not asleep on sleepers_ (running, searching or blocked).
 //
-// The invariant the protocol keeps (checked by the Promela model in sched/model/, whose step
-// names S1..S4, P1..P4 and T1, T2 the code below carries in comments):
-//   unparked  = workers not between P1 and their return from sleepers_.wait()
-//               + wakes counted at S3 whose signal nobody has consumed yet;
-//   searching = workers with `searching` set + those same pending wakes.
+// The invariant the protocol keeps (checked by the Promela model sched/model/park_notify.pml,
+// whose step names S1..S4, P1..P4, T1 and T2 the code below carries in comments), with
+// "asleep" = workers between P1 and their return from P4 that did not come back at P3, and
+// "pending" = wakes counted at S3 whose signal no wait() has consumed yet:
+//   pending   <= asleep                 (every counted wake has a sleeper to consume it)
+//   unparked  == N - asleep + pending
+//   searching == workers with `searching` set + pending
 // A worker leaves the unparked count only at P1 and comes back only by consuming a signal
 // (P4, where it inherits the count its waker added at S3) or by counting itself back in at P3
-// under the same rule a waker uses. So every count matches a worker or a signal on its way
-// to one; there is no "phantom" searcher holding the searcher cap with nobody behind it.
+// under the same rule a waker uses, which holds only while nothing is pending. So there is no
+// "phantom" searcher: a pending wake holding the searcher cap with nobody to take it.
 //
 // No lost wakeups — the Dekker pattern between a submitter and a worker about to park:
 //   submitter: S1 push the item; S2 fence(seq_cst), load idle_state_; S3 count a wake if
