@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <system_error>
+#include <thread>
 
 #include "arbor/io/log.hpp"
 #include "arbor/io/socket.hpp"
@@ -93,15 +94,24 @@ void Runtime::request_stop() noexcept {
 }
 
 void Runtime::shutdown() noexcept {
+  if (sched::Scheduler::current() == scheduler_.get()) {
+    // A task cannot wait for a shutdown that has to join its own worker.
+    request_stop();
+    return;
+  }
   {
     std::unique_lock lock(shutdown_mutex_);
     if (phase_ != Phase::running) {
+      // Re-entered on the thread doing the shutdown (a stop callback, a task resumed inline by
+      // a drop): the outer call finishes the job.
+      if (shutting_down_on_ == std::this_thread::get_id()) return;
       // Another thread is shutting down: returning now would let our caller destroy the
       // runtime under it. Wait until it has finished.
       shutdown_progress_.wait(lock, [this] { return phase_ == Phase::shut_down; });
       return;
     }
     phase_ = Phase::shutting_down;
+    shutting_down_on_ = std::this_thread::get_id();
   }
   request_stop();
   {

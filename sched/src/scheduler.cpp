@@ -115,6 +115,7 @@ struct Scheduler::Worker {
   // end, whether (and since when) its tail is being timed, and what recent items did.
   WorkItem* running = nullptr;
   bool notify_deferred = false;
+  int blocking = 0;  // BlockingRegions open on this worker: it runs nothing queued until they end
   bool timing_tail = false;
   std::uint32_t samples = 0;
   std::uint64_t queued_at = 0;
@@ -206,6 +207,14 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     if (!on_worker) submitters_.fetch_sub(1, std::memory_order_release);
     item.fn(&item, Disposition::drop);
     return false;
+  }
+  if (on_worker && w->blocking != 0) {
+    // Inside a BlockingRegion this worker will not run the item next: queue it for everyone
+    // and wake a helper now, as an external submit does.
+    w->counters.bump(detail::CounterBlock::submitted, weight);
+    global_.push(&item);  // S1
+    notify_parked();
+    return true;
   }
   if (on_worker) {
     w->counters.bump(detail::CounterBlock::submitted, weight);
@@ -460,6 +469,7 @@ void Scheduler::enter_blocking() noexcept {
   Worker* w = this_worker();
   blocked_.fetch_add(1, std::memory_order_seq_cst);
   if (w != nullptr && &w->owner == this) {
+    ++w->blocking;
     // Our local items would wait for the blocking call to return: give them to everyone.
     WorkItem* first = nullptr;
     WorkItem* last = nullptr;
@@ -476,6 +486,8 @@ void Scheduler::enter_blocking() noexcept {
 }
 
 void Scheduler::leave_blocking() noexcept {
+  Worker* w = this_worker();
+  if (w != nullptr && &w->owner == this) --w->blocking;
   blocked_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
@@ -495,9 +507,11 @@ void Scheduler::start_spare_if_needed() noexcept {
   try {
     start_worker(static_cast<std::size_t>(index));
   } catch (...) {
-    // No thread to be had: undo, and the queued work waits for a worker to come back.
+    // No thread to be had: undo. While it was counted, a parker (P3) or a submitter (S3) may
+    // have left the work to this would-be searcher; look again for a sleeper to take it.
     w.searching = false;
     idle_state_.fetch_sub(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    notify_parked();
     return;
   }
   started_.store(index + 1, std::memory_order_release);

@@ -152,6 +152,47 @@ TEST_P(RuntimeSeams, DestroyWhileAnotherThreadShutsDown) {
   EXPECT_EQ(h.join_blocking(), 7);
 }
 
+// Catches: shutdown() re-entered on the thread already shutting down (a stop callback on the
+// runtime's token runs inside request_stop()) waiting for itself.
+TEST_P(RuntimeSeams, ShutdownReenteredFromAStopCallbackReturns) {
+  auto rt = make();
+  std::atomic<int> inner_returned{0};
+  std::stop_callback callback(rt->stop_token(), [&]() noexcept {
+    rt->shutdown();
+    inner_returned.fetch_add(1);
+  });
+  Countdown done(1);
+  std::thread t([&] {
+    rt->shutdown();
+    done.count_down();
+  });
+  expect_counted_down(done, "shutdown() re-entered from a stop callback");
+  t.join();
+  EXPECT_EQ(inner_returned.load(), 1);
+}
+
+Task<void> shut_down_once_stopping(Runtime& rt, Countdown& called) {
+  while (!rt.stop_token().stop_requested())
+    co_await yield();
+  rt.shutdown();  // on a worker, while another thread's shutdown must join this worker
+  called.count_down();
+}
+
+// Catches: a task calling shutdown() while another thread shuts down, waiting for a shutdown
+// that has to join the task's own worker (deadlock).
+TEST_P(RuntimeSeams, ShutdownFromATaskWhileAnotherThreadShutsDown) {
+  auto rt = make();
+  Countdown called(1), done(1);
+  rt->spawn(shut_down_once_stopping(*rt, called)).detach();
+  std::thread t([&] {
+    rt->shutdown();
+    done.count_down();
+  });
+  expect_counted_down(done, "shutdown() while a task calls shutdown() too");
+  t.join();
+  EXPECT_EQ(called.left(), 0u);
+}
+
 Task<int> throws_logic_error() {
   throw std::logic_error("seams: nobody joins me");
   co_return 0;

@@ -100,6 +100,35 @@ TEST(SchedulerSeams, EveryConcurrentStopWaitsForTheJoin) {
   first.join();
 }
 
+// Catches: an item queued from inside a BlockingRegion waiting for the region to end, because a
+// running item's first queued item defers its wake to the item's end ("this worker runs it
+// next"), which is false while the worker blocks; the other worker stayed parked.
+TEST(SchedulerSeams, ItemQueuedInsideABlockingRegionRunsWhileTheWorkerBlocks) {
+  SchedulerOptions o{.workers = 2, .max_spare_workers = 0};
+  o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
+  Scheduler s(o);
+  std::atomic<bool> ran{false};
+  FnItem y([&](Disposition d) {
+    if (d == Disposition::run) ran = true;
+  });
+  bool other_parked = false, ran_while_blocked = false;
+  Countdown done(1);
+  FnItem x([&](Disposition d) {
+    if (d == Disposition::run) {
+      BlockingRegion blocking;  // wakes the other worker; it finds nothing and parks again
+      other_parked = test::eventually([&] { return s.parked_workers() == 1; });
+      Scheduler::current()->submit(y);  // e.g. rt.spawn() from a task that blocks
+      ran_while_blocked = test::eventually([&] { return ran.load(); }, std::chrono::seconds(5));
+    }
+    done.count_down();
+  });
+  ASSERT_TRUE(s.submit(x));
+  ASSERT_TRUE(done.wait());
+  s.stop();
+  EXPECT_TRUE(other_parked) << "the other worker never parked";
+  EXPECT_TRUE(ran_while_blocked) << "an item queued inside a BlockingRegion waited 5 s";
+}
+
 // Holds the first worker that reaches it inside park(), between P1 and P2, until released.
 namespace held_in_park {
 std::atomic<int> state{0};  // 0 armed, 1 a worker is held, 2 released

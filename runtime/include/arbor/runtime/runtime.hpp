@@ -16,6 +16,7 @@
 #include <mutex>
 #include <stdexcept>
 #include <stop_token>
+#include <thread>
 
 #include "arbor/io/engine.hpp"
 #include "arbor/io/result.hpp"
@@ -87,7 +88,10 @@ class Runtime {
 
   /// request_stop(), wait for the tasks, stop the engine and the scheduler. Idempotent and
   /// safe from several threads at once: every call returns only when the shutdown is complete
-  /// (the destructor calls it too). Not from one of this runtime's own tasks.
+  /// (the destructor calls it too), except a call re-entered on the thread doing it (from a
+  /// stop callback), which returns at once. From one of this runtime's own tasks it only
+  /// requests stop: a worker cannot join itself; the destructor (or a call from outside)
+  /// completes the shutdown.
   void shutdown() noexcept;
 
   /// Spawned tasks that have not finished.
@@ -122,7 +126,8 @@ class Runtime {
   std::mutex shutdown_mutex_;
   std::condition_variable shutdown_progress_;  // live_ reached 0, or a shutdown completed
   enum class Phase { running, shutting_down, shut_down };
-  Phase phase_ = Phase::running;  // guarded by shutdown_mutex_
+  Phase phase_ = Phase::running;      // guarded by shutdown_mutex_
+  std::thread::id shutting_down_on_;  // guarded by shutdown_mutex_
 };
 
 /// `co_await arbor::yield()`: lets other queued work run, then continues (on any worker).
