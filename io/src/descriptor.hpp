@@ -8,9 +8,16 @@
 // - The Descriptor itself returns to the pool only when, in addition, it is idle(): no slot is
 //   occupied and no io_uring multishot operation still names it.
 //
-// Descriptors are never freed while their engine lives, only recycled. A readiness event that
-// a poller harvested just before a close may therefore reach a recycled descriptor: it bumps a
-// readiness generation and at worst makes a pending operation retry once and find EAGAIN.
+// - generation counts the sockets this descriptor has served: reset() bumps it when the
+//   descriptor is given to a new socket. start(), cancel() and close() compare it, under the
+//   lock, with the generation the caller's name carries ({pointer, generation}, see
+//   operation.hpp). On a mismatch the name is stale: start() finishes with -ECANCELED,
+//   cancel() and close() leave the descriptor alone.
+//
+// Descriptors are never freed while their engine lives, only recycled, so following a stale
+// pointer to compare generations is always safe. A readiness event that a poller harvested just
+// before a close may likewise reach a recycled descriptor: it bumps a readiness generation and
+// at worst makes a pending operation retry once and find EAGAIN.
 #pragma once
 
 #include <atomic>
@@ -27,6 +34,7 @@ struct Descriptor {
   std::mutex lock;
   Handle fd = kInvalidHandle;
   int poller = 0;
+  std::uint32_t generation = 0;  // a stale name would have to outlive 2^32 reuses to match
   bool closed = false;
   bool fd_closed = false;
   int busy = 0;
@@ -62,6 +70,7 @@ struct Descriptor {
   static constexpr int side(OpKind kind) noexcept { return is_read_side(kind) ? 0 : 1; }
 
   void reset(Handle handle, int owner) noexcept {
+    ++generation;  // names handed out for earlier sockets go stale
     fd = handle;
     poller = owner;
     closed = fd_closed = close_queued = false;
@@ -106,8 +115,9 @@ int make_non_blocking(Handle fd) noexcept;
 class DescriptorPool {
  public:
   /// The first half of every engine's attach(): makes `handle` non-blocking and gives it a
-  /// descriptor owned by one of `owners` pollers (round-robin). Closes the handle on error.
-  Result<Descriptor*> adopt(Handle handle, std::size_t owners) noexcept {
+  /// descriptor owned by one of `owners` pollers (round-robin), under a new generation. Closes
+  /// the handle on error.
+  Result<DescriptorRef> adopt(Handle handle, std::size_t owners) noexcept {
     if (int e = make_non_blocking(handle); e != 0) {
       close_handle(handle);
       return errno_code(e);
@@ -122,7 +132,7 @@ class DescriptorPool {
     const auto owner = next_owner_.fetch_add(1, std::memory_order_relaxed) % owners;
     std::lock_guard guard(d->lock);
     d->reset(handle, static_cast<int>(owner));
-    return d;
+    return DescriptorRef{d, d->generation};
   }
 
   Descriptor* acquire() {

@@ -161,10 +161,7 @@ std::vector<std::string> Engine::available() {
   sched::Scheduler probe(one);
   EngineOptions o;
   o.kind = "uring";
-  if (auto e = make_uring_engine(probe, o, /*announce=*/false)) {
-    (*e)->stop();
-    names.emplace_back("uring");
-  }
+  if (make_uring_engine(probe, o, /*announce=*/false)) names.emplace_back("uring");
   names.emplace_back("epoll");
   probe.stop();
   return names;
@@ -174,7 +171,12 @@ Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
     : scheduler_(scheduler), options_(std::move(options)), pool_(options_.max_batch * 2) {}
 
 Engine::~Engine() {
-  stop();
+  if (!pollers_.empty()) {
+    log::error(
+        "io::Engine destroyed while its pollers run: own engines through "
+        "std::unique_ptr<io::Engine>, whose deleter stops them first");
+    std::abort();
+  }
 }
 
 Handle Engine::handle(const Descriptor* descriptor) noexcept {
@@ -232,34 +234,41 @@ void Engine::deliver(std::span<const sched::Event> events) noexcept {
       e.handler(e, sched::Disposition::run);
     return;
   }
-  try {
-    trees_.fetch_add(sched::submit_event_trees(scheduler_, pool_, events, options_.max_tree),
-                     std::memory_order_relaxed);
-  } catch (const std::bad_alloc&) {
-    // The pool could not grow: deliver in place rather than lose completions.
-    for (const auto& e : events)
-      e.handler(e, sched::Disposition::run);
-  }
+  // Exactly once even if the pool cannot grow: the events it cannot carry run here, in place.
+  trees_.fetch_add(sched::submit_event_trees(scheduler_, pool_, events, options_.max_tree),
+                   std::memory_order_relaxed);
 }
 
 void Engine::run_poller(int poller) noexcept {
   const std::size_t k = options_.max_batch;
-  std::vector<sched::Event> events(k);
-  std::vector<Timer*> fired(k);
+  // Poller 0's batches have room for K IO events and up to K expired timers. Timers go into
+  // every batch, full or not: taking them only when a wait left room starved them under load
+  // (K = 1: a 10 ms timer had not fired after seconds of single-event waits).
+  const std::size_t timer_room = poller == 0 ? k : 0;
+  std::vector<sched::Event> events(k + timer_room);
+  std::vector<Timer*> fired(timer_room);
   PollerPolicy policy;
   on_poller_start(poller);
   while (!stopping()) {
     std::int64_t timeout = -1;
+    std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
     if (poller == 0) {
-      const std::int64_t deadline = timers_.arm();
+      // arm() records the deadline this wait sleeps towards under the heap's lock, so a timer
+      // added later with an earlier one wakes us (add_timer) and none is slept through; a
+      // deadline already past makes the wait a poll.
+      deadline = timers_.arm();
       if (deadline != std::numeric_limits<std::int64_t>::max())
         timeout = std::max<std::int64_t>(0, deadline - now_ns());
     }
-    std::size_t n = wait(poller, timeout, events);
+    std::size_t n = wait(poller, timeout, {events.data(), k});
     waits_.fetch_add(1, std::memory_order_relaxed);
     policy.observe(scheduler_.parked_workers() < scheduler_.workers(), n);
-    if (poller == 0 && n < k) {
-      const std::size_t t = timers_.pop_expired(now_ns(), fired.data(), k - n);
+    // Nothing is due before the deadline armed above: a timer added during the wait with an
+    // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
+    if (deadline != std::numeric_limits<std::int64_t>::max()) {
+      const std::int64_t now = now_ns();
+      const std::size_t t =
+          deadline <= now ? timers_.pop_expired(now, fired.data(), timer_room) : 0;
       for (std::size_t i = 0; i < t; ++i)
         events[n++] = {&fire_timer, fired[i], 0, 0};
     }
@@ -285,3 +294,8 @@ EngineCounters Engine::counters() const noexcept {
 }
 
 }  // namespace arbor::io
+
+void std::default_delete<arbor::io::Engine>::operator()(arbor::io::Engine* engine) const noexcept {
+  engine->stop();  // while the backend still exists: its pollers call into it until joined
+  delete engine;
+}

@@ -43,14 +43,13 @@ class EpollEngine final : public Engine {
       ev.data.ptr = nullptr;
       if (::epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.eventfd, &ev) != 0)
         return {errno, std::system_category()};
-      p.events.resize(std::max<std::size_t>(1, options().max_batch / 2));
+      p.events.resize((options().max_batch + 1) / 2);  // see wait()
     }
     start_pollers();
     return {};
   }
 
   ~EpollEngine() override {
-    stop();
     for (auto& p : pollers_) {
       if (p.epfd >= 0) ::close(p.epfd);
       if (p.eventfd >= 0) ::close(p.eventfd);
@@ -59,10 +58,10 @@ class EpollEngine final : public Engine {
 
   const char* name() const noexcept override { return "epoll"; }
 
-  Result<Descriptor*> attach(Handle handle) noexcept override {
+  Result<DescriptorRef> attach(Handle handle) noexcept override {
     auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
     if (!adopted) return adopted;
-    Descriptor* d = *adopted;
+    Descriptor* d = adopted->descriptor;
     const int poller = d->poller;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -79,7 +78,7 @@ class EpollEngine final : public Engine {
       return errno_code(e);
     }
     descriptors_.fetch_add(1, std::memory_order_relaxed);
-    return d;
+    return adopted;
   }
 
   bool start(Operation& op) noexcept override {
@@ -88,7 +87,8 @@ class EpollEngine final : public Engine {
     std::uint32_t seq;
     {
       std::lock_guard guard(d.lock);
-      if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
+      if (d.closed || d.generation != op.generation ||
+          op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
         op.result = -ECANCELED;
         return true;
       }
@@ -111,7 +111,7 @@ class EpollEngine final : public Engine {
       std::lock_guard guard(d.lock);
       // A retry in flight sees the flag under the lock before it would park again.
       op.cancel_requested.store(true, std::memory_order_relaxed);
-      if (d.slot[side] == &op) {
+      if (d.generation == op.generation && d.slot[side] == &op) {
         d.slot[side] = nullptr;
         parked = true;
         finish = d.finish_if_closed();
@@ -121,12 +121,13 @@ class EpollEngine final : public Engine {
     if (parked) complete_later(op, -ECANCELED);
   }
 
-  void close(Descriptor* d) noexcept override {
+  void close(DescriptorRef socket) noexcept override {
+    Descriptor* d = socket.descriptor;
     Operation* parked[2];
     Descriptor::Finish finish;
     {
       std::lock_guard guard(d->lock);
-      if (d->closed) return;
+      if (d->closed || d->generation != socket.generation) return;
       d->closed = true;
       parked[0] = std::exchange(d->slot[0], nullptr);
       parked[1] = std::exchange(d->slot[1], nullptr);
@@ -154,6 +155,12 @@ class EpollEngine final : public Engine {
   std::size_t wait(int poller, std::int64_t timeout_ns,
                    std::span<sched::Event> out) noexcept override {
     Poller& p = pollers_[static_cast<std::size_t>(poller)];
+    std::size_t count = 0;
+    if (p.carried.handler != nullptr) {  // the event the previous wait had no room for
+      out[count++] = std::exchange(p.carried, {});
+      if (count == out.size()) return count;
+      timeout_ns = 0;  // look for more, but do not sleep on an event in hand
+    }
     timespec ts{};
     timespec* tsp = nullptr;
     if (timeout_ns >= 0) {
@@ -161,9 +168,14 @@ class EpollEngine final : public Engine {
       ts.tv_nsec = timeout_ns % 1'000'000'000;
       tsp = &ts;
     }
-    // Each epoll event can yield one event per side, so ask for half of out's room.
-    const int max = static_cast<int>(std::min(p.events.size(), out.size() / 2));
-    const int n = ::epoll_pwait2(p.epfd, p.events.data(), std::max(1, max), tsp, nullptr);
+    // Each epoll event yields up to two events, one per side. Asking for ceil(room / 2) fills
+    // the batch, and at most one event then does not fit: it is kept in `carried` for the next
+    // wait. Its operation is already out of its slot with a busy count held, so nothing else
+    // can reach it meanwhile. (Half the room, rounded down, was zero for K = 1 and the event
+    // array then overflowed.)
+    const std::size_t room = out.size() - count;
+    const int max = static_cast<int>((room + 1) / 2);
+    const int n = ::epoll_pwait2(p.epfd, p.events.data(), max, tsp, nullptr);
     if (n > 0) {
       // The kernel carried descriptor pointers from attach() to us; the C++ memory model (and
       // ThreadSanitizer) cannot see that edge. epoll_ctl(ADD) runs under `registration`, and
@@ -171,7 +183,6 @@ class EpollEngine final : public Engine {
       // attacher's writes before our reads.
       std::lock_guard guard(p.registration);
     }
-    std::size_t count = 0;
     for (int i = 0; i < n; ++i) {
       const epoll_event& ev = p.events[static_cast<std::size_t>(i)];
       if (ev.data.ptr == nullptr) {
@@ -189,10 +200,22 @@ class EpollEngine final : public Engine {
         if (op == nullptr) continue;
         ++d->busy;  // the retry will run the system call; keep the fd open for it
         op->ready_seq = d->seq[side];
-        out[count++] = {&retry, op, 0, reinterpret_cast<std::uintptr_t>(this)};
+        const sched::Event event{&retry, op, 0, reinterpret_cast<std::uintptr_t>(this)};
+        if (count < out.size())
+          out[count++] = event;
+        else
+          p.carried = event;
       }
     }
     return count;
+  }
+
+  // A retry still carried when the loop ends must not be lost: its operation left its slot.
+  void on_poller_stop(int poller) noexcept override {
+    Poller& p = pollers_[static_cast<std::size_t>(poller)];
+    if (p.carried.handler == nullptr) return;
+    const sched::Event event = std::exchange(p.carried, {});
+    deliver({&event, 1});
   }
 
   void wake(int poller) noexcept override {
@@ -208,6 +231,7 @@ class EpollEngine final : public Engine {
     int epfd = -1;
     int eventfd = -1;
     std::vector<epoll_event> events;
+    sched::Event carried;  // poller thread only: a retry the last wait had no room for
   };
 
   // Runs op's system call until it finishes or parks. The caller holds one `busy` count on the

@@ -77,10 +77,9 @@ std::error_code UringEngine::init() {
 }
 
 UringEngine::~UringEngine() {
-  stop();
-  // Sockets still open now were never closed by their owners (or closed after the pollers
-  // stopped): the engine owns their descriptors, so it closes them. Exiting the rings then
-  // cancels whatever the kernel still has in flight.
+  // The pollers are stopped (by the owner's deleter, engine.hpp). Sockets still open now were
+  // never closed by their owners (or closed after the pollers stopped): the engine owns their
+  // descriptors, so it closes them. Exiting the rings then cancels what the kernel has in flight.
   pool_.for_each([this](Descriptor& d) {
     std::lock_guard guard(d.lock);
     for (std::size_t i = d.accepted_head; i < d.accepted.size(); ++i)
@@ -101,11 +100,11 @@ std::string UringEngine::operations() const {
          std::to_string(kBufferSize / 1024) + " KiB buffers per ring)";
 }
 
-Result<Descriptor*> UringEngine::attach(Handle handle) noexcept {
+Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
   auto adopted = pool_.adopt(handle, rings_.size());
   if (!adopted) return adopted;
   descriptors_.fetch_add(1, std::memory_order_relaxed);
-  Descriptor& d = **adopted;
+  Descriptor& d = *adopted->descriptor;
   if (ring_of(d).multishot) {
     int type = 0;
     socklen_t size = sizeof type;
@@ -133,21 +132,20 @@ bool UringEngine::start(Operation& op) noexcept {
     }
     const std::int64_t r = perform(op, d.fd);
     bool queued = false;
+    bool pushed;
     {
       std::lock_guard guard(d.lock);
       --d.busy;
       if (r == -EAGAIN && !d.closed && !cancelling() &&
           !op.cancel_requested.load(std::memory_order_relaxed)) {
         queue_start(ring, d, op, side);
-        queued = true;
+        queued = pushed = true;
       } else {
-        queue_close_if_due(ring, d);
+        pushed = queue_close_if_due(ring, d);  // a close that waited for this send
       }
     }
-    if (queued) {
-      ring.notify();
-      return false;
-    }
+    if (pushed) ring.notify();
+    if (queued) return false;
     op.result = r == -EAGAIN ? -ECANCELED : r;
     return true;
   }
@@ -167,11 +165,12 @@ void UringEngine::cancel(Operation& op) noexcept {
   {
     std::lock_guard guard(d.lock);
     op.cancel_requested.store(true, std::memory_order_relaxed);
-    // Not pending (finished, or never started): nothing to do. A start still in the queue
-    // sees cancel_requested when the poller reaches it.
+    // Not pending (finished, never started, or named a socket since closed): nothing to do.
+    // A start still in the queue sees cancel_requested when the poller reaches it.
     // Closed: the close request already cancels it (and no cancel request may follow a
     // close in the queue, or it could outlive the recycled descriptor).
-    if (d.closed || d.slot[side] != &op || d.cancel_queued[side]) return;
+    if (d.closed || d.generation != op.generation || d.slot[side] != &op || d.cancel_queued[side])
+      return;
     d.cancel_queued[side] = true;
     d.cancel_link[side].kind = side == 0 ? kCancelRead : kCancelWrite;
     ring.push(d.cancel_link[side]);
@@ -179,11 +178,12 @@ void UringEngine::cancel(Operation& op) noexcept {
   ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
 }
 
-void UringEngine::close(Descriptor* d) noexcept {
+void UringEngine::close(DescriptorRef socket) noexcept {
+  Descriptor* d = socket.descriptor;
   Ring& ring = ring_of(*d);
   {
     std::lock_guard guard(d->lock);
-    if (d->closed) return;
+    if (d->closed || d->generation != socket.generation) return;
     d->closed = true;
     d->close_queued = true;
     d->close_link.kind = kClose;
@@ -330,7 +330,8 @@ void UringEngine::on_poller_start(int poller) noexcept {
 }
 
 bool UringEngine::admit(Descriptor& d, Operation& op, int side) const noexcept {
-  if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
+  if (d.closed || d.generation != op.generation ||
+      op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
     op.result = -ECANCELED;
     return false;
   }
@@ -347,12 +348,12 @@ void UringEngine::queue_start(Ring& ring, Descriptor& d, Operation& op, int side
   ring.push(op.start_link);
 }
 
-void UringEngine::queue_close_if_due(Ring& ring, Descriptor& d) noexcept {
-  if (d.closed && d.busy == 0 && !d.fd_closed && !d.close_queued) {
-    d.close_queued = true;
-    d.close_link.kind = kClose;
-    ring.push(d.close_link);
-  }
+bool UringEngine::queue_close_if_due(Ring& ring, Descriptor& d) noexcept {
+  if (!d.closed || d.busy != 0 || d.fd_closed || d.close_queued) return false;
+  d.close_queued = true;
+  d.close_link.kind = kClose;
+  ring.push(d.close_link);
+  return true;
 }
 
 void UringEngine::drain(Ring& r) noexcept {

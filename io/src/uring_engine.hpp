@@ -167,10 +167,10 @@ class UringEngine final : public Engine {
   /// For the start-up line: single-shot or multishot operations, and why.
   std::string operations() const;
 
-  Result<Descriptor*> attach(Handle handle) noexcept override;
+  Result<DescriptorRef> attach(Handle handle) noexcept override;
   bool start(Operation& op) noexcept override;
   void cancel(Operation& op) noexcept override;
-  void close(Descriptor* d) noexcept override;
+  void close(DescriptorRef socket) noexcept override;
 
  protected:
   void cancel_parked() noexcept override;
@@ -186,12 +186,14 @@ class UringEngine final : public Engine {
     return *rings_[static_cast<std::size_t>(d.poller)];
   }
   std::error_code setup(Ring& r);
-  // Under d.lock: whether op may start; if not, its inline result is set.
+  // Under d.lock: whether op may start (its socket open, its name current, not cancelled, its
+  // side free); if not, its inline result is set.
   bool admit(Descriptor& d, Operation& op, int side) const noexcept;
   // Under d.lock: occupy the slot and hand the start to the poller (in lock order).
   static void queue_start(Ring& ring, Descriptor& d, Operation& op, int side) noexcept;
-  // Under d.lock: a close that waited for `busy` to drain goes to the poller now.
-  static void queue_close_if_due(Ring& ring, Descriptor& d) noexcept;
+  // Under d.lock: a close that waited for `busy` to drain goes to the poller now. True if it
+  // pushed the request: the caller must then notify the poller once it unlocks.
+  [[nodiscard]] static bool queue_close_if_due(Ring& ring, Descriptor& d) noexcept;
   // Poller thread: turn every queued request into SQEs (or, for a closed socket, complete it).
   void drain(Ring& r) noexcept;
   // A queued start whose socket was closed (or which was cancelled) before it reached the

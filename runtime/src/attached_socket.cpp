@@ -8,6 +8,7 @@ AttachedSocket& AttachedSocket::operator=(AttachedSocket&& other) noexcept {
   if (this != &other) {
     close();
     engine_ = other.engine_;
+    generation_ = other.generation_;
     descriptor_.store(other.descriptor_.exchange(nullptr), std::memory_order_release);
   }
   return *this;
@@ -15,7 +16,7 @@ AttachedSocket& AttachedSocket::operator=(AttachedSocket&& other) noexcept {
 
 void AttachedSocket::close() noexcept {
   if (io::Descriptor* d = descriptor_.exchange(nullptr, std::memory_order_acq_rel))
-    engine_->close(d);
+    engine_->close({d, generation_});
 }
 
 Result<io::Handle> AttachedSocket::handle() const noexcept {

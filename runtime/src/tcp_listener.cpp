@@ -51,8 +51,8 @@ Task<Result<TcpStream>> TcpListener::accept(Address* peer) {
   milliseconds backoff{0};
   for (;;) {
     io::Engine* engine = socket_.engine();
-    auto handle = co_await detail::AcceptAwaiter(engine, socket_.descriptor(), io::OpKind::accept,
-                                                 nullptr, 0, peer);
+    auto handle =
+        co_await detail::AcceptAwaiter(engine, socket_.ref(), io::OpKind::accept, nullptr, 0, peer);
     if (handle) {
       if (backoff.count() != 0) log::info("accept: descriptors available again");
       auto attached = engine->attach(*handle);

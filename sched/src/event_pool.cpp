@@ -1,5 +1,7 @@
 #include "arbor/sched/event_pool.hpp"
 
+#include <new>
+
 #include "arbor/sched/event_tree.hpp"
 
 namespace arbor::sched {
@@ -30,9 +32,16 @@ void EventPool::acquire(EventItem** out, std::size_t n) {
     }
     idle_.store(idle - got, std::memory_order_relaxed);
   }
-  for (; got < n; ++got) {
-    out[got] = new EventItem();
-    allocated_.fetch_add(1, std::memory_order_relaxed);
+  try {
+    for (; got < n; ++got) {
+      out[got] = new EventItem();
+      allocated_.fetch_add(1, std::memory_order_relaxed);
+    }
+  } catch (const std::bad_alloc&) {
+    // All or nothing: what was taken goes back, so a failed acquire loses no item.
+    for (std::size_t i = 0; i < got; ++i)
+      release(out[i]);
+    throw;
   }
   for (std::size_t i = 0; i < n; ++i)
     out[i]->pool = this;

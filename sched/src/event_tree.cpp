@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <new>
 #include <vector>
 
 namespace arbor::sched {
@@ -58,7 +59,7 @@ EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tr
 EventItem::EventItem() noexcept : WorkItem(&run_event_item) {}
 
 std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<const Event> events,
-                               std::size_t max_tree) {
+                               std::size_t max_tree) noexcept {
   if (events.empty()) return 0;
   if (max_tree == 0) max_tree = kDefaultMaxTree;
   // Engines harvest a bounded number of completions per wait, so a small stack buffer covers
@@ -68,7 +69,15 @@ std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<
   std::size_t trees = 0;
   for (std::size_t base = 0; base < events.size(); base += kChunk) {
     const std::size_t n = std::min(kChunk, events.size() - base);
-    pool.acquire(nodes.data(), n);
+    try {
+      pool.acquire(nodes.data(), n);  // all or nothing
+    } catch (const std::bad_alloc&) {
+      // The pool cannot grow (and took nothing). The chunks before this one are queued and
+      // run there; the rest run here, once each, rather than be lost.
+      for (const Event& e : events.subspan(base))
+        e.handler(e, Disposition::run);
+      return trees;
+    }
     for (std::size_t i = 0; i < n; ++i)
       nodes[i]->event = events[base + i];
     std::size_t roots = 0;

@@ -33,8 +33,8 @@ struct Receive : Operation {
   std::atomic<std::int64_t> last{0};
   Countdown* done = nullptr;
   /// A one-byte receive on `d` that counts `counter` down when it completes.
-  void prepare(Descriptor* d, Countdown& counter) noexcept {
-    descriptor = d;
+  void prepare(DescriptorRef d, Countdown& counter) noexcept {
+    target(d);
     kind = OpKind::receive;
     data = &byte;
     size = 1;
@@ -62,7 +62,7 @@ TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
   ASSERT_TRUE(engine);
 
   std::vector<int> writers(kPairs);
-  std::vector<Descriptor*> readers(kPairs);
+  std::vector<DescriptorRef> readers(kPairs);
   std::vector<Receive> ops(kPairs);
   Countdown done(kPairs);
   for (std::size_t i = 0; i < kPairs; ++i) {

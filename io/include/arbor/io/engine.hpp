@@ -7,14 +7,19 @@
 // engine's poller threads harvest at most `max_batch` events per wait, copy each into a pooled
 // event item, and submit them to the scheduler as balanced trees of at most `max_tree` items
 // with one global push per batch (sched/event_tree.hpp). Timers live here too: poller 0 sleeps
-// until the earliest deadline and fires expired timers in the same batch.
+// until the earliest deadline and adds the expired timers to every batch, full or not.
 //
 // Per socket, at most one read-side operation (receive, accept, receive_from) and one
 // write-side operation (send, send_vectored, connect, send_to) may be pending at a time; a
 // second one completes at once with -EBUSY.
+//
+// Ownership: an Engine is owned through std::unique_ptr<Engine>, whose deleter (specialised
+// below) stops the pollers while the whole object still exists, so no backend's destructor has
+// to remember to.
 #pragma once
 
 #include <atomic>
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,13 +35,28 @@
 #include "arbor/sched/scheduler.hpp"
 
 namespace arbor::io {
+class Engine;
+}  // namespace arbor::io
+
+/// Deleting an Engine stops it first. stop() calls into the backend (wake()), which a base
+/// destructor cannot do: by then the backend part is gone and its pollers may still be in it.
+template <>
+struct std::default_delete<arbor::io::Engine> {
+  constexpr default_delete() noexcept = default;
+  template <std::derived_from<arbor::io::Engine> U>
+  default_delete(const default_delete<U>&) noexcept {}  // NOLINT: implicit, like the original's
+  void operator()(arbor::io::Engine* engine) const noexcept;
+};
+
+namespace arbor::io {
 
 struct EngineOptions {
   /// "auto" (io_uring if it can be set up, else epoll), "epoll" or "uring".
   std::string kind = "auto";
   /// Poller threads (each with its own epoll set or ring; sockets are spread round-robin).
   int pollers = 1;
-  /// K: events harvested per wait, 1..4096.
+  /// K: IO events harvested per wait, 1..4096. Poller 0 adds up to K expired timers to each
+  /// batch, so a batch holds at most 2K events.
   std::size_t max_batch = 256;
   /// B: items per event tree, 1..4096.
   std::size_t max_tree = 16;
@@ -81,24 +101,25 @@ class Engine {
   /// The engine names that can be created on this machine, preferred first.
   static std::vector<std::string> available();
 
-  virtual ~Engine();
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
   virtual const char* name() const noexcept = 0;
   const EngineOptions& options() const noexcept { return options_; }
 
-  /// Takes ownership of `handle` (makes it non-blocking and registers it as the engine needs).
-  /// On error the handle is closed.
-  virtual Result<Descriptor*> attach(Handle handle) noexcept = 0;
-  /// Starts `op` on its descriptor; see operation.hpp for the completion contract.
+  /// Takes ownership of `handle` (makes it non-blocking and registers it as the engine needs)
+  /// and names it. On error the handle is closed.
+  virtual Result<DescriptorRef> attach(Handle handle) noexcept = 0;
+  /// Starts `op` on the socket it names; see operation.hpp for the completion contract. A stale
+  /// name (the socket was closed) finishes inline with -ECANCELED.
   virtual bool start(Operation& op) noexcept = 0;
   /// Asks a pending `op` to finish early with -ECANCELED. Safe to race with its completion;
   /// the operation still completes exactly once.
   virtual void cancel(Operation& op) noexcept = 0;
-  /// Closes the socket. Its pending operations complete with -ECANCELED; the descriptor must
-  /// not be used afterwards.
-  virtual void close(Descriptor* descriptor) noexcept = 0;
+  /// Closes the socket. Its pending operations complete with -ECANCELED; later ones started
+  /// with its name do too. A stale name (already closed) does nothing, even if the descriptor
+  /// now serves another socket.
+  virtual void close(DescriptorRef socket) noexcept = 0;
   /// The handle behind a descriptor (for socket options).
   static Handle handle(const Descriptor* descriptor) noexcept;
 
@@ -128,6 +149,9 @@ class Engine {
 
  protected:
   Engine(sched::Scheduler& scheduler, EngineOptions options);
+  /// Only the owner's deleter destroys an engine, after stop(); aborts (with a message) if the
+  /// pollers still run, since they may be inside the backend, which is already destroyed.
+  virtual ~Engine();
 
   /// Waits until events arrive, wake(poller) is called, or timeout_ns passes (-1 = forever);
   /// fills out with at most out.size() events and returns their number.
@@ -154,13 +178,13 @@ class Engine {
   std::atomic<std::uint64_t> descriptors_{0};
 
  private:
+  friend struct std::default_delete<Engine>;
   void run_poller(int poller) noexcept;
 
   sched::Scheduler& scheduler_;
   const EngineOptions options_;
   sched::EventPool pool_;
   TimerQueue timers_;
-  std::atomic<std::int64_t> armed_deadline_{0};  // the deadline poller 0 sleeps towards
   std::vector<std::thread> pollers_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};

@@ -5,6 +5,10 @@
 // kernel reports: >= 0 on success (bytes moved, or the accepted handle) and -errno on failure
 // (-ECANCELED when cancelled or when its socket was closed).
 //
+// Ownership: an Operation names its descriptor by {pointer, generation}; a stale one (its
+// socket closed, perhaps the descriptor since recycled for another socket) completes with
+// operation_canceled.
+//
 // Completion contract: Engine::start() either finishes the operation during the call and
 // returns true (result in `result`, `complete` NOT called), or returns false and later calls
 // `complete(op, result)` exactly once, from a scheduler worker (or the poller in inline mode).
@@ -51,12 +55,28 @@ constexpr bool is_read_side(OpKind kind) noexcept {
 /// Engine-owned state of one attached socket; opaque outside the engines.
 struct Descriptor;
 
+/// An attached socket's name, as Engine::attach() hands it out. Descriptors are recycled (never
+/// freed while their engine lives), so the pointer alone may come to mean another socket; the
+/// generation, bumped each time the descriptor is given to a new socket, tells them apart.
+struct DescriptorRef {
+  Descriptor* descriptor = nullptr;
+  std::uint32_t generation = 0;
+  friend bool operator==(const DescriptorRef&, const DescriptorRef&) = default;
+};
+
 struct Operation {
   using Complete = void (*)(Operation& op, std::int64_t result) noexcept;
 
   Complete complete = nullptr;
   Descriptor* descriptor = nullptr;
   OpKind kind = OpKind::receive;
+  std::uint32_t generation = 0;  // the descriptor's generation this operation was built for
+
+  /// Aims the operation at `socket` (both halves of its name).
+  void target(DescriptorRef socket) noexcept {
+    descriptor = socket.descriptor;
+    generation = socket.generation;
+  }
 
   // Arguments (which ones are used depends on `kind`).
   void* data = nullptr;        // receive/send buffer, or const ConstBuffer* for vectored

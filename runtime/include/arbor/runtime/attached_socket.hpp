@@ -1,12 +1,15 @@
 // AttachedSocket: a socket attached to an engine and owned by one object.
 //
 // The common core of TcpStream, TcpListener and UdpSocket: move-only ownership, close on
-// destruction, and the descriptor pointer. That pointer is atomic so that close() from one
-// task may race an operation another task starts: the pending operation is cancelled, and
-// one started after the close sees no descriptor and fails with bad_file_descriptor.
+// destruction, and the socket's name {descriptor, generation}.
+// Ownership: this object owns the socket, and its operations name it by {pointer, generation},
+// so one built before a close() (from any task) completes with operation_canceled, even once the
+// engine has given the descriptor to another socket. The pointer is atomic so that close() may
+// race an operation being built: one built after the close fails with bad_file_descriptor.
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 
 #include "arbor/io/address.hpp"
 #include "arbor/io/engine.hpp"
@@ -17,10 +20,12 @@ namespace arbor::detail {
 class AttachedSocket {
  public:
   AttachedSocket() = default;
-  AttachedSocket(io::Engine& engine, io::Descriptor* descriptor) noexcept
-      : engine_(&engine), descriptor_(descriptor) {}
+  AttachedSocket(io::Engine& engine, io::DescriptorRef socket) noexcept
+      : engine_(&engine), descriptor_(socket.descriptor), generation_(socket.generation) {}
   AttachedSocket(AttachedSocket&& other) noexcept
-      : engine_(other.engine_), descriptor_(other.descriptor_.exchange(nullptr)) {}
+      : engine_(other.engine_),
+        descriptor_(other.descriptor_.exchange(nullptr)),
+        generation_(other.generation_) {}
   AttachedSocket& operator=(AttachedSocket&& other) noexcept;
   ~AttachedSocket() { close(); }
 
@@ -29,6 +34,8 @@ class AttachedSocket {
   io::Descriptor* descriptor() const noexcept {
     return descriptor_.load(std::memory_order_acquire);
   }
+  /// The name operations carry: {nullptr, ...} once closed.
+  io::DescriptorRef ref() const noexcept { return {descriptor(), generation_}; }
   /// Closes now; pending operations complete with operation_canceled. Idempotent.
   void close() noexcept;
 
@@ -39,6 +46,7 @@ class AttachedSocket {
  private:
   io::Engine* engine_ = nullptr;
   std::atomic<io::Descriptor*> descriptor_{nullptr};
+  std::uint32_t generation_ = 0;  // written only on construction and move assignment
 };
 
 }  // namespace arbor::detail

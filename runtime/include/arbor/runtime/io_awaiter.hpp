@@ -1,5 +1,9 @@
 // IoAwaiter: how a task waits for one engine Operation.
 //
+// Ownership: the awaiter is the Operation (it lives in the awaiting frame) and names its socket
+// by {descriptor, generation}; built before its socket was closed, it completes with
+// operation_canceled rather than run on whatever socket the descriptor serves by then.
+//
 // await_suspend registers a stop_callback on the task's stop_token first, then starts the
 // operation. If the token fires before the start, the engine sees cancel_requested and
 // finishes the operation inline with -ECANCELED; if it fires while the operation is pending,
@@ -23,10 +27,10 @@ namespace arbor::detail {
 
 class IoAwaiter : public io::Operation {
  public:
-  IoAwaiter(io::Engine* engine, io::Descriptor* socket, io::OpKind op_kind, void* buffer = nullptr,
-            std::size_t length = 0, Address* addr = nullptr) noexcept
+  IoAwaiter(io::Engine* engine, io::DescriptorRef socket, io::OpKind op_kind,
+            void* buffer = nullptr, std::size_t length = 0, Address* addr = nullptr) noexcept
       : engine_(engine) {
-    this->descriptor = socket;
+    this->target(socket);
     this->kind = op_kind;
     this->data = buffer;
     this->size = length;

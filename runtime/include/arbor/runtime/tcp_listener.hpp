@@ -42,7 +42,7 @@ class TcpListener {
   bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 
  private:
-  TcpListener(io::Engine& engine, io::Descriptor* d) noexcept : socket_(engine, d) {}
+  TcpListener(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
   detail::AttachedSocket socket_;
 };
 

@@ -30,9 +30,9 @@ class Runtime;
 class TcpStream {
  public:
   TcpStream() = default;
-  /// Adopts an attached descriptor (what TcpListener::accept and connect produce).
-  TcpStream(io::Engine& engine, io::Descriptor* descriptor) noexcept
-      : socket_(engine, descriptor) {}
+  /// Adopts an attached socket (what Engine::attach returns; TcpListener::accept and connect
+  /// use it).
+  TcpStream(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
 
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
@@ -41,7 +41,7 @@ class TcpStream {
 
   /// Reads what is available, at least one byte; 0 means the peer closed its side.
   detail::TransferAwaiter read_some(std::span<std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::receive,
+    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::receive,
                                    buffer.data(), buffer.size());
   }
   /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
@@ -49,13 +49,12 @@ class TcpStream {
 
   /// Writes some of `buffer` (at least one byte unless it is empty).
   detail::TransferAwaiter write_some(std::span<const std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::send,
+    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send,
                                    const_cast<std::byte*>(buffer.data()), buffer.size());
   }
   /// Gather write of some of `buffers` (no copy; the array must outlive the await).
   detail::TransferAwaiter write_some(std::span<const io::ConstBuffer> buffers) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(),
-                                   io::OpKind::send_vectored,
+    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send_vectored,
                                    const_cast<io::ConstBuffer*>(buffers.data()), buffers.size());
   }
   /// Writes all of `buffer`.

@@ -25,12 +25,12 @@ class UdpSocket {
 
   /// One datagram into `buffer` (truncated if larger); `from` receives the sender.
   detail::TransferAwaiter receive_from(std::span<std::byte> buffer, Address& from) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::receive_from,
+    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::receive_from,
                                    buffer.data(), buffer.size(), &from);
   }
   /// Sends `buffer` as one datagram to `to` (which must outlive the await).
   detail::TransferAwaiter send_to(std::span<const std::byte> buffer, const Address& to) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.descriptor(), io::OpKind::send_to,
+    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send_to,
                                    const_cast<std::byte*>(buffer.data()), buffer.size(),
                                    const_cast<Address*>(&to));
   }
@@ -39,7 +39,7 @@ class UdpSocket {
   void close() noexcept { socket_.close(); }
 
  private:
-  UdpSocket(io::Engine& engine, io::Descriptor* d) noexcept : socket_(engine, d) {}
+  UdpSocket(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
   detail::AttachedSocket socket_;
 };
 

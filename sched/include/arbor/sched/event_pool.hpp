@@ -51,7 +51,8 @@ class EventPool {
 
   /// An idle item, or a new one if none is idle. Throws std::bad_alloc only if allocation fails.
   EventItem* acquire();
-  /// Fills out[0..n) in one lock acquisition; allocates the shortfall.
+  /// Fills out[0..n) in one lock acquisition; allocates the shortfall. All or nothing: if an
+  /// allocation fails, the items already taken go back to the pool and std::bad_alloc is thrown.
   void acquire(EventItem** out, std::size_t n);
   /// Returns an item: kept if fewer than capacity() are idle, freed otherwise.
   void release(EventItem* item) noexcept;

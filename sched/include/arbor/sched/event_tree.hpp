@@ -27,10 +27,11 @@ EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tr
                             std::size_t& roots) noexcept;
 
 /// Packs `events` into trees of at most `max_tree` items (0 means kDefaultMaxTree) and submits
-/// them with one push. Returns the number of trees. If the scheduler is stopping, every event
-/// is delivered with Disposition::drop instead.
+/// them with one push per chunk of 512. Returns the number of trees submitted. Every event is
+/// delivered exactly once: with Disposition::drop if the scheduler is stopping, and in place
+/// (Disposition::run, on the calling thread) from the first chunk the pool cannot grow for.
 std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<const Event> events,
-                               std::size_t max_tree = 0);
+                               std::size_t max_tree = 0) noexcept;
 
 /// Depth of the balanced tree submit_event_trees builds for n items: ceil(log2(n + 1)).
 constexpr std::size_t event_tree_depth(std::size_t n) noexcept {

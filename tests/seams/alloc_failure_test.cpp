@@ -1,0 +1,150 @@
+// Seams: engine delivery when memory runs out. A separate binary because it replaces the global
+// operator new: an armed thread gets a budget of allocations, after which new throws.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "../runtime/runtime_support.hpp"
+#include "../sched/test_support.hpp"
+#include "arbor/io/engine.hpp"
+
+// GCC sees free() on memory from operator new once the replacements below are inlined; they are
+// a matched pair (malloc/free), which is what replacing both is for.
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+
+namespace {
+// Allocations the current thread may still make; negative means unlimited. Only the test thread
+// is ever armed, so the pollers and workers allocate as usual.
+thread_local long t_allocation_budget = -1;
+}  // namespace
+
+void* operator new(std::size_t size) {
+  if (t_allocation_budget == 0) throw std::bad_alloc();
+  if (t_allocation_budget > 0) --t_allocation_budget;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept {
+  std::free(p);
+}
+void operator delete(void* p, std::size_t) noexcept {
+  std::free(p);
+}
+
+namespace arbor::io {
+namespace {
+
+using namespace std::chrono_literals;
+using sched::test::Countdown;
+using sched::test::FnItem;
+
+class AllocationFailure : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    EngineOptions o;
+    o.kind = GetParam() == "uring-single" ? "uring" : GetParam();
+    o.multishot = GetParam() != "uring-single";
+    auto engine = Engine::create(scheduler_, o);
+    ASSERT_TRUE(engine) << engine.error().message();
+    engine_ = std::move(*engine);
+  }
+  void TearDown() override {
+    if (engine_) engine_->stop();
+    scheduler_.stop();
+  }
+
+  // Holds the only worker until release(), so no delivered event runs (and no pool item comes
+  // back) while a test counts allocations.
+  void hold_worker() {
+    blocker_ = std::make_unique<FnItem>([this](sched::Disposition) {
+      held_.count_down();
+      for (int v; (v = release_.load()) == 0;)
+        release_.wait(v);
+    });
+    ASSERT_TRUE(scheduler_.submit(*blocker_));
+    ASSERT_TRUE(held_.wait(10s));
+  }
+  void release_worker() {
+    release_.store(1);
+    release_.notify_all();
+  }
+
+  // Events that count, per index, how often their handler ran (run or dropped).
+  struct Counted {
+    std::vector<std::atomic<int>> runs;
+    std::vector<sched::Event> events;
+    Countdown done;
+    explicit Counted(std::size_t n) : runs(n), events(n), done(static_cast<std::uint32_t>(n)) {
+      for (std::size_t i = 0; i < n; ++i)
+        events[i] = {&on_event, this, 0, i};
+    }
+    static void on_event(const sched::Event& e, sched::Disposition) noexcept {
+      auto* self = static_cast<Counted*>(e.target);
+      self->runs[e.data].fetch_add(1);
+      self->done.count_down();
+    }
+    void expect_each_once() const {
+      for (std::size_t i = 0; i < runs.size(); ++i)
+        ASSERT_EQ(runs[i].load(), 1) << "event " << i;
+    }
+  };
+
+  // Every item the pool ever allocated is idle again or was freed: nothing leaked.
+  void expect_pool_balanced() const {
+    const auto& pool = engine_->event_pool();
+    EXPECT_EQ(pool.allocated() - pool.freed(), pool.idle());
+  }
+
+  sched::Scheduler scheduler_{sched::SchedulerOptions{.workers = 1}};
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<FnItem> blocker_;
+  Countdown held_{1};
+  std::atomic<int> release_{0};
+};
+
+// Catches a delivery that fails to grow the pool in its second 512-event chunk delivering the
+// first chunk twice (once from the queue, once again in place).
+TEST_P(AllocationFailure, EventsOfChunksAlreadyQueuedAreNotDeliveredAgain) {
+  ASSERT_EQ(engine_->event_pool().idle(), 0u);
+  Counted batch(1500);
+  hold_worker();
+  t_allocation_budget = 512;  // exactly the first chunk's items
+  engine_->deliver(batch.events);
+  t_allocation_budget = -1;
+  release_worker();
+  ASSERT_TRUE(batch.done.wait(10s));
+  engine_->stop();
+  scheduler_.stop();  // runs (or drops) whatever is left: every handler has run by now
+  batch.expect_each_once();
+  expect_pool_balanced();
+}
+
+// Catches pool items taken before an allocation failure being lost (never returned, never
+// freed: a leak of every item the failed acquire had already taken).
+TEST_P(AllocationFailure, ItemsTakenBeforeAFailedAllocationReturnToThePool) {
+  Counted warm(100);
+  engine_->deliver(warm.events);
+  ASSERT_TRUE(warm.done.wait(10s));
+  ASSERT_TRUE(sched::test::eventually([&] { return engine_->event_pool().idle() == 100; }, 10s));
+  Counted batch(300);
+  hold_worker();
+  t_allocation_budget = 50;  // takes the 100 idle items, allocates 50, then fails
+  engine_->deliver(batch.events);
+  t_allocation_budget = -1;
+  release_worker();
+  ASSERT_TRUE(batch.done.wait(10s));
+  engine_->stop();
+  scheduler_.stop();
+  warm.expect_each_once();
+  batch.expect_each_once();
+  expect_pool_balanced();
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, AllocationFailure, ::testing::ValuesIn(test::engine_variants()),
+                         test::engine_name);
+
+}  // namespace
+}  // namespace arbor::io
