@@ -105,6 +105,12 @@ struct Descriptor {
   }
 };
 
+/// The operation whose start_link `link` is (engines chain operations through it).
+inline Operation* operation_of(Operation::Link* link) noexcept {
+  return reinterpret_cast<Operation*>(reinterpret_cast<char*>(link) -
+                                      offsetof(Operation, start_link));
+}
+
 /// Runs op's system call once without blocking: >= 0 or -errno (-EAGAIN: would block).
 std::int64_t perform(Operation& op, Handle fd) noexcept;
 

@@ -179,13 +179,28 @@ Engine::~Engine() {
   }
 }
 
-Handle Engine::handle(const Descriptor* descriptor) noexcept {
-  return descriptor->fd;
+Result<Handle> Engine::handle(DescriptorRef socket) noexcept {
+  Descriptor& d = *socket.descriptor;
+  std::lock_guard guard(d.lock);
+  if (d.generation != socket.generation || d.closed)
+    return std::make_error_code(std::errc::bad_file_descriptor);
+  return d.fd;
 }
 
-void Engine::start_pollers() {
-  for (int p = 0; p < options_.pollers; ++p)
-    pollers_.emplace_back([this, p] { run_poller(p); });
+std::error_code Engine::start_pollers() noexcept {
+  try {
+    pollers_.reserve(static_cast<std::size_t>(options_.pollers));
+    for (int p = 0; p < options_.pollers; ++p)
+      pollers_.emplace_back([this, p] { run_poller(p); });
+  } catch (const std::system_error& e) {
+    stop();
+    log::error("engine: cannot start poller thread {}: {}", pollers_.size(), e.what());
+    return e.code();
+  } catch (const std::bad_alloc&) {
+    stop();
+    return std::make_error_code(std::errc::not_enough_memory);
+  }
+  return {};
 }
 
 void Engine::stop() noexcept {

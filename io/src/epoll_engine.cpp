@@ -45,11 +45,19 @@ class EpollEngine final : public Engine {
         return {errno, std::system_category()};
       p.events.resize((options().max_batch + 1) / 2);  // see wait()
     }
-    start_pollers();
-    return {};
+    return start_pollers();
   }
 
   ~EpollEngine() override {
+    // The pollers are stopped (by the owner's deleter, engine.hpp). Sockets still open now were
+    // never closed by their owners: the engine owns their descriptors, so it closes them.
+    descriptors_pool_.for_each([this](Descriptor& d) {
+      std::lock_guard guard(d.lock);
+      if (d.fd_closed || d.fd == kInvalidHandle) return;
+      d.fd_closed = true;
+      ::close(static_cast<int>(d.fd));
+      descriptors_.fetch_sub(1, std::memory_order_relaxed);
+    });
     for (auto& p : pollers_) {
       if (p.epfd >= 0) ::close(p.epfd);
       if (p.eventfd >= 0) ::close(p.eventfd);
@@ -140,16 +148,23 @@ class EpollEngine final : public Engine {
 
  protected:
   void cancel_parked() noexcept override {
-    descriptors_pool_.for_each([this](Descriptor& d) {
-      Operation* parked[2];
-      {
-        std::lock_guard guard(d.lock);
-        parked[0] = std::exchange(d.slot[0], nullptr);
-        parked[1] = std::exchange(d.slot[1], nullptr);
-      }
-      for (Operation* op : parked)
-        if (op != nullptr) complete_later(*op, -ECANCELED);
+    // Collect under the pool's lock, complete after it: a completion may run in place (inline
+    // mode, or a pool that cannot grow) and close its socket, which takes that lock again.
+    // The chain runs through start_link, which epoll operations do not otherwise use.
+    Operation::Link* chain = nullptr;
+    descriptors_pool_.for_each([&chain](Descriptor& d) {
+      std::lock_guard guard(d.lock);
+      for (Operation*& slot : d.slot)
+        if (Operation* op = std::exchange(slot, nullptr)) {
+          op->start_link.next = chain;
+          chain = &op->start_link;
+        }
     });
+    while (chain != nullptr) {
+      Operation* op = operation_of(chain);
+      chain = chain->next;  // before completing: op may be gone afterwards
+      complete_later(*op, -ECANCELED);
+    }
   }
 
   std::size_t wait(int poller, std::int64_t timeout_ns,

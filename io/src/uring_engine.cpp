@@ -72,8 +72,7 @@ std::error_code UringEngine::init() {
     if (r->eventfd < 0) return {errno, std::system_category()};
     if (auto e = setup(*r)) return e;
   }
-  start_pollers();
-  return {};
+  return start_pollers();
 }
 
 UringEngine::~UringEngine() {

@@ -74,7 +74,7 @@ inline std::uint64_t multishot_data(Descriptor& d) noexcept {
 }
 
 inline Operation* op_of_start(Operation::Link* l) noexcept {
-  return reinterpret_cast<Operation*>(reinterpret_cast<char*>(l) - offsetof(Operation, start_link));
+  return operation_of(l);
 }
 inline Descriptor* descriptor_of_cancel(Operation::Link* l, int side) noexcept {
   return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l - side) -

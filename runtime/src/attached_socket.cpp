@@ -20,9 +20,9 @@ void AttachedSocket::close() noexcept {
 }
 
 Result<io::Handle> AttachedSocket::handle() const noexcept {
-  io::Descriptor* d = descriptor();
-  if (d == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
-  return io::Engine::handle(d);
+  const io::DescriptorRef socket = ref();
+  if (socket.descriptor == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  return io::Engine::handle(socket);
 }
 
 Result<Address> AttachedSocket::local_address() const noexcept {

@@ -74,8 +74,9 @@ std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<
     } catch (const std::bad_alloc&) {
       // The pool cannot grow (and took nothing). The chunks before this one are queued and
       // run there; the rest run here, once each, rather than be lost.
+      const Disposition d = scheduler.stopping() ? Disposition::drop : Disposition::run;
       for (const Event& e : events.subspan(base))
-        e.handler(e, Disposition::run);
+        e.handler(e, d);
       return trees;
     }
     for (std::size_t i = 0; i < n; ++i)

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -163,7 +164,7 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
     {
       Countdown done(2 * kPairs);
       for (std::size_t i = 0; i < kPairs; ++i) {
-        fill(static_cast<int>(Engine::handle(sockets[i].descriptor)));
+        fill(static_cast<int>(*Engine::handle(sockets[i])));
         reads[i].prepare(sockets[i], OpKind::receive, done);
         writes[i].prepare(sockets[i], OpKind::send, done);
         reads[i].begin(*engine);
@@ -189,7 +190,7 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
     {
       Countdown done(2 * kPairs);
       for (std::size_t i = 0; i < kPairs; ++i) {
-        fill(static_cast<int>(Engine::handle(sockets[i].descriptor)));
+        fill(static_cast<int>(*Engine::handle(sockets[i])));
         reads[i].prepare(sockets[i], OpKind::receive, done);
         writes[i].prepare(sockets[i], OpKind::send, done);
         reads[i].completions = writes[i].completions = 0;
@@ -457,7 +458,9 @@ TEST_P(EngineSeams, TimerFiresWhileEveryWaitFillsItsBatch) {
 // not stop the pollers first (~Engine then called the backend's pure virtual wake()).
 TEST(EngineTeardown, ABackendThatNeverStopsItsPollersIsStoppedByItsOwner) {
   struct Minimal final : Engine {
-    explicit Minimal(sched::Scheduler& s) : Engine(s, EngineOptions{}) { start_pollers(); }
+    explicit Minimal(sched::Scheduler& s) : Engine(s, EngineOptions{}) {
+      if (start_pollers()) throw std::runtime_error("no poller thread");
+    }
     const char* name() const noexcept override { return "minimal"; }
     Result<DescriptorRef> attach(Handle) noexcept override {
       return std::make_error_code(std::errc::not_supported);

@@ -120,8 +120,9 @@ class Engine {
   /// with its name do too. A stale name (already closed) does nothing, even if the descriptor
   /// now serves another socket.
   virtual void close(DescriptorRef socket) noexcept = 0;
-  /// The handle behind a descriptor (for socket options).
-  static Handle handle(const Descriptor* descriptor) noexcept;
+  /// The handle behind a socket's name (for socket options); bad_file_descriptor if the name
+  /// is stale or the socket closed. Racing a close of the same socket is the caller's business.
+  static Result<Handle> handle(DescriptorRef socket) noexcept;
 
   /// Queues a timer; it is delivered (handler, target=&timer, result 0) at or after its
   /// deadline, exactly once. Returns false, delivering nothing, if cancel_timer() already ran.
@@ -168,7 +169,9 @@ class Engine {
   virtual void on_poller_stop(int /*poller*/) noexcept {}
 
   /// Starts the poller threads; backends call it at the end of their constructor.
-  void start_pollers();
+  /// On failure (no thread to be had) the pollers already started are stopped and the error
+  /// returned, so the backend's init() can fail cleanly.
+  [[nodiscard]] std::error_code start_pollers() noexcept;
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
   std::atomic<std::uint64_t> submits_{0};
