@@ -208,16 +208,15 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     item.fn(&item, Disposition::drop);
     return false;
   }
-  if (on_worker && w->blocking != 0) {
-    // Inside a BlockingRegion this worker will not run the item next: queue it for everyone
-    // and wake a helper now, as an external submit does.
-    w->counters.bump(detail::CounterBlock::submitted, weight);
-    global_.push(&item);  // S1
-    notify_parked();
-    return true;
-  }
   if (on_worker) {
     w->counters.bump(detail::CounterBlock::submitted, weight);
+    if (w->blocking != 0) {
+      // Inside a BlockingRegion this worker will not run the item next: queue it for everyone
+      // and wake a helper now, as an external submit does.
+      global_.push(&item);  // S1
+      notify_parked();
+      return true;
+    }
     if (prefer_local) {
       push_local(*w, &item);
     } else {

@@ -20,11 +20,17 @@ inline std::vector<std::string> engine_variants() {
   return names;
 }
 
+/// `o` aimed at the engine variant `engine` (a name from engine_variants()).
+inline io::EngineOptions engine_options(const std::string& engine, io::EngineOptions o = {}) {
+  o.kind = engine == "uring-single" ? "uring" : engine;
+  o.multishot = engine != "uring-single";
+  return o;
+}
+
 /// A runtime on `engine` (a name from engine_variants()).
 inline std::unique_ptr<Runtime> make_runtime(const std::string& engine, int workers = 2) {
   RuntimeOptions o;
-  o.engine.kind = engine == "uring-single" ? "uring" : engine;
-  o.engine.multishot = engine != "uring-single";
+  o.engine = engine_options(engine);
   o.scheduler.workers = workers;
   auto rt = Runtime::create(o);
   EXPECT_TRUE(rt) << rt.error().message();

@@ -44,10 +44,7 @@ using sched::test::FnItem;
 class AllocationFailure : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override {
-    EngineOptions o;
-    o.kind = GetParam() == "uring-single" ? "uring" : GetParam();
-    o.multishot = GetParam() != "uring-single";
-    auto engine = Engine::create(scheduler_, o);
+    auto engine = Engine::create(scheduler_, test::engine_options(GetParam()));
     ASSERT_TRUE(engine) << engine.error().message();
     engine_ = std::move(*engine);
   }

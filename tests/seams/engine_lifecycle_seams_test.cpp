@@ -45,12 +45,7 @@ using namespace std::chrono_literals;
 
 class EngineLifecycleSeams : public ::testing::TestWithParam<std::string> {
  protected:
-  EngineOptions options() const {
-    EngineOptions o;
-    o.kind = GetParam() == "uring-single" ? "uring" : GetParam();
-    o.multishot = GetParam() != "uring-single";
-    return o;
-  }
+  EngineOptions options() const { return test::engine_options(GetParam()); }
 };
 
 // A receive whose completion closes its own socket: what every task does when its read is

@@ -57,8 +57,7 @@ using sched::test::eventually;
 class EngineSeams : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Engine> make(sched::Scheduler& scheduler, EngineOptions o = {}) {
-    o.kind = GetParam() == "uring-single" ? "uring" : GetParam();
-    o.multishot = GetParam() != "uring-single";
+    o = test::engine_options(GetParam(), o);
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;

@@ -26,8 +26,7 @@ class RuntimeSeams : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Runtime> make(std::chrono::milliseconds shutdown_timeout = 5000ms) {
     RuntimeOptions o;
-    o.engine.kind = GetParam() == "uring-single" ? "uring" : GetParam();
-    o.engine.multishot = GetParam() != "uring-single";
+    o.engine = test::engine_options(GetParam());
     o.scheduler.workers = 2;
     o.shutdown_timeout = shutdown_timeout;
     auto rt = Runtime::create(o);
