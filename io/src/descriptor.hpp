@@ -84,6 +84,15 @@ struct Descriptor {
     accepted_head = 0;
   }
 
+  /// Under `lock`, at engine teardown: closes the fd if its owner never closed the socket.
+  /// Returns whether it did.
+  bool close_if_open() noexcept {
+    if (fd_closed || fd == kInvalidHandle) return false;
+    fd_closed = true;
+    close_handle(fd);
+    return true;
+  }
+
   bool idle() const noexcept {
     return slot[0] == nullptr && slot[1] == nullptr && !multishot_armed;
   }

@@ -53,10 +53,7 @@ class EpollEngine final : public Engine {
     // never closed by their owners: the engine owns their descriptors, so it closes them.
     descriptors_pool_.for_each([this](Descriptor& d) {
       std::lock_guard guard(d.lock);
-      if (d.fd_closed || d.fd == kInvalidHandle) return;
-      d.fd_closed = true;
-      ::close(static_cast<int>(d.fd));
-      descriptors_.fetch_sub(1, std::memory_order_relaxed);
+      if (d.close_if_open()) descriptors_.fetch_sub(1, std::memory_order_relaxed);
     });
     for (auto& p : pollers_) {
       if (p.epfd >= 0) ::close(p.epfd);

@@ -84,10 +84,7 @@ UringEngine::~UringEngine() {
     for (std::size_t i = d.accepted_head; i < d.accepted.size(); ++i)
       ::close(static_cast<int>(d.accepted[i]));
     d.accepted.clear();
-    if (d.fd_closed || d.fd == kInvalidHandle) return;
-    d.fd_closed = true;
-    ::close(static_cast<int>(d.fd));
-    descriptors_.fetch_sub(1, std::memory_order_relaxed);
+    if (d.close_if_open()) descriptors_.fetch_sub(1, std::memory_order_relaxed);
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <functional>
 #include <thread>
 
@@ -35,6 +37,18 @@ class Countdown {
  private:
   sync::FutexWord left_;
 };
+
+/// Waits up to `limit` for `c` to reach zero. A hang cannot be cleaned up (its threads hold the
+/// objects under test), so on timeout the process ends with a message naming `what` instead of
+/// stalling the suite until ctest's timeout.
+inline void wait_or_exit(Countdown& c, const char* what,
+                         std::chrono::seconds limit = std::chrono::seconds(20)) {
+  if (c.wait(limit)) return;
+  std::fprintf(stderr, "FAILED: %s did not finish within %lld s (hang or deadlock)\n", what,
+               static_cast<long long>(limit.count()));
+  std::fflush(stderr);
+  std::_Exit(1);
+}
 
 /// Polls `condition` (yielding) until it holds or `timeout` passes.
 inline bool eventually(const std::function<bool()>& condition,

@@ -5,8 +5,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <sstream>
 #include <stdexcept>
 #include <thread>
@@ -34,16 +32,6 @@ class RuntimeSeams : public ::testing::TestWithParam<std::string> {
     return rt ? std::move(*rt) : nullptr;
   }
 };
-
-// A wait that cannot be cleaned up if it hangs: end the process with a message instead of
-// stalling the suite until ctest's timeout.
-void expect_counted_down(Countdown& c, const char* what) {
-  if (!c.wait(std::chrono::seconds(20))) {
-    std::fprintf(stderr, "FAILED: %s did not finish within 20 s (hang)\n", what);
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-}
 
 Task<int> count_runs(std::atomic<int>& runs) {
   runs.fetch_add(1);
@@ -110,7 +98,7 @@ TEST_P(RuntimeSeams, WithTimeoutAfterRequestStopReturns) {
   Countdown done(1);
   Result<int> out = std::make_error_code(std::errc::io_error);
   auto h = rt->spawn(timeout_then_count(done, out));
-  expect_counted_down(done, "with_timeout after request_stop()");
+  sched::test::wait_or_exit(done, "with_timeout after request_stop()");
   h.join_blocking();
   ASSERT_TRUE(out.has_value()) << out.error().message();
   EXPECT_EQ(*out, 5);  // the task finished; the refused deadline did not fire
@@ -165,7 +153,7 @@ TEST_P(RuntimeSeams, ShutdownReenteredFromAStopCallbackReturns) {
     rt->shutdown();
     done.count_down();
   });
-  expect_counted_down(done, "shutdown() re-entered from a stop callback");
+  sched::test::wait_or_exit(done, "shutdown() re-entered from a stop callback");
   t.join();
   EXPECT_EQ(inner_returned.load(), 1);
 }
@@ -187,7 +175,7 @@ TEST_P(RuntimeSeams, ShutdownFromATaskWhileAnotherThreadShutsDown) {
     rt->shutdown();
     done.count_down();
   });
-  expect_counted_down(done, "shutdown() while a task calls shutdown() too");
+  sched::test::wait_or_exit(done, "shutdown() while a task calls shutdown() too");
   t.join();
   EXPECT_EQ(called.left(), 0u);
 }

@@ -4,8 +4,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdio>
-#include <cstdlib>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -20,25 +18,6 @@ namespace {
 
 using test::Countdown;
 using test::FnItem;
-
-// Runs `body` on a thread and waits up to `limit` for it to return. A call that hangs cannot be
-// cleaned up (its thread holds the objects under test), so the process ends with a message
-// rather than stalling the suite until ctest's timeout.
-template <class Body>
-void expect_returns_within(std::chrono::seconds limit, const char* what, Body body) {
-  Countdown done(1);
-  std::thread t([&] {
-    body();
-    done.count_down();
-  });
-  if (!done.wait(limit)) {
-    std::fprintf(stderr, "FAILED: %s did not return within %lld s (deadlock)\n", what,
-                 static_cast<long long>(limit.count()));
-    std::fflush(stderr);
-    std::_Exit(1);
-  }
-  t.join();
-}
 
 // Catches: an item refused during shutdown being dropped twice, or queued after all.
 TEST(SchedulerSeams, SubmitAfterStopDropsExactlyOnce) {
@@ -72,7 +51,13 @@ TEST(SchedulerSeams, StopReturnsWhileAWorkerEntersABlockingRegion) {
   });
   ASSERT_TRUE(s.submit(item));
   ASSERT_TRUE(started.wait());
-  expect_returns_within(std::chrono::seconds(20), "Scheduler::stop()", [&] { s.stop(); });
+  Countdown stopped(1);
+  std::thread stopper([&] {
+    s.stop();
+    stopped.count_down();
+  });
+  test::wait_or_exit(stopped, "Scheduler::stop()");
+  stopper.join();
   EXPECT_TRUE(entered.load());
 }
 
