@@ -1,7 +1,5 @@
 #include "arbor/http/server.hpp"
 
-#include <sys/socket.h>
-
 #include <algorithm>
 #include <charconv>
 #include <cstring>
@@ -9,6 +7,7 @@
 
 #include "arbor/http/date.hpp"
 #include "arbor/io/log.hpp"
+#include "arbor/io/socket.hpp"
 #include "arbor/io/timer_queue.hpp"
 
 namespace arbor::http {
@@ -131,7 +130,7 @@ void Server::enlist(Connection& c) noexcept {
   // A connection accepted as shutdown() ran gets its reads shut down here, under the same lock.
   if (draining_.load(std::memory_order_relaxed)) {
     c.drained = true;
-    ::shutdown(static_cast<int>(c.fd), SHUT_RD);
+    (void)io::shutdown(c.fd, io::ShutdownHow::read);
   }
 }
 
@@ -153,7 +152,7 @@ void Server::shutdown() noexcept {
   for (Connection* c = connections_; c != nullptr; c = c->next) {
     if (c->drained || c->cut) continue;
     c->drained = true;
-    ::shutdown(static_cast<int>(c->fd), SHUT_RD);
+    (void)io::shutdown(c->fd, io::ShutdownHow::read);
   }
 }
 
@@ -199,7 +198,7 @@ Task<void> Server::sweep() {
       if (c->cut || c->deadline.load(std::memory_order_relaxed) > now) continue;
       c->cut = true;
       timeouts_.fetch_add(1, std::memory_order_relaxed);
-      ::shutdown(static_cast<int>(c->fd), SHUT_RDWR);  // ends its pending read or write
+      (void)io::shutdown(c->fd, io::ShutdownHow::both);  // ends its pending read or write
     }
   }
 }

@@ -67,8 +67,11 @@ std::error_code listen(Handle handle, int backlog) noexcept {
   return {};
 }
 
-std::error_code shutdown_write(Handle handle) noexcept {
-  if (::shutdown(fd_of(handle), SHUT_WR) != 0) return last_error();
+std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
+  const int native = how == ShutdownHow::read    ? SHUT_RD
+                     : how == ShutdownHow::write ? SHUT_WR
+                                                 : SHUT_RDWR;
+  if (::shutdown(fd_of(handle), native) != 0) return last_error();
   return {};
 }
 

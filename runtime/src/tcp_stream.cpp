@@ -84,7 +84,7 @@ Task<Result<void>> TcpStream::write_all(std::span<const io::ConstBuffer> buffers
 Result<void> TcpStream::shutdown_write() noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::shutdown_write(*h);
+  return io::shutdown(*h, io::ShutdownHow::write);
 }
 
 Result<void> TcpStream::set_no_delay(bool on) noexcept {

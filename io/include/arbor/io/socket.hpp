@@ -17,7 +17,13 @@ enum class SocketType { tcp, udp };
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept;
 std::error_code bind(Handle handle, const Address& address) noexcept;
 std::error_code listen(Handle handle, int backlog) noexcept;
-std::error_code shutdown_write(Handle handle) noexcept;
+/// Which directions shutdown() ends: `read` makes pending and later reads see end of stream,
+/// `write` sends FIN after what is queued, `both` does both.
+enum class ShutdownHow { read, write, both };
+/// Ends one or both directions of a connected socket without closing it (the handle stays
+/// valid and owned by whoever owned it). Safe to call from any thread while operations are
+/// pending on the socket: they complete as the direction ends.
+std::error_code shutdown(Handle handle, ShutdownHow how) noexcept;
 /// Closes a handle that is not attached to an engine.
 void close_handle(Handle handle) noexcept;
 
