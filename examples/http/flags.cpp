@@ -65,8 +65,14 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
       if (!number(value, n, 1, 1024)) return bad + " (1..1024)";
       f.runtime.scheduler.workers = n;
     } else if (flag == "--engine") {
-      if (value != "auto" && value != "epoll" && value != "uring")
-        return bad + " (auto, epoll or uring)";
+      io::EngineOptions probe;
+      probe.kind = value;
+      if (probe.validate()) {
+        std::string names = "auto";
+        for (const auto& n : io::Engine::names())
+          names += ", " + n;
+        return bad + " (" + names + ")";
+      }
       f.runtime.engine.kind = value;
     } else if (flag == "--pollers") {
       if (!number(value, f.runtime.engine.pollers, 1, 64)) return bad + " (1..64)";

@@ -109,14 +109,14 @@ std::size_t Routes::metrics(std::span<char> out) const {
   put("arbor_engine_waits_total", "counter", "Poller waits.", e.waits);
   put("arbor_engine_events_total", "counter", "Completions and timers delivered.", e.events);
   put("arbor_engine_trees_total", "counter", "Event trees submitted.", e.trees);
-  put("arbor_engine_submits_total", "counter", "io_uring_enter calls that submitted.", e.submits);
   put("arbor_engine_wakes_total", "counter", "Poller wake-ups from other threads.", e.wakes);
   put("arbor_engine_descriptors", "gauge", "Sockets attached.", e.descriptors);
   put("arbor_engine_timers", "gauge", "Timers pending.", e.timers);
-  put("arbor_engine_multishot_arms_total", "counter", "io_uring multishot operations armed.",
-      e.multishot_arms);
-  put("arbor_engine_buffered_reads_total", "counter",
-      "Reads and accepts served from what a multishot operation had ready.", e.buffered_reads);
+  for (std::size_t i = 0; i < e.named_count; ++i) {  // what only this engine counts
+    char name[96];
+    std::snprintf(name, sizeof name, "arbor_engine_%s_total", e.named[i].name);
+    put(name, "counter", e.named[i].help, e.named[i].value);
+  }
   if (const http::Server* server = server_.load()) {
     const auto c = server->counters();
     put("arbor_http_connections", "gauge", "Open connections.", c.connections_active);

@@ -539,8 +539,8 @@ TEST_P(SocketTest, SmallReadsTakeBufferedBytesInOrder) {
   EXPECT_TRUE(run(body(*rt_)));
   if (multishot(GetParam())) {
     const auto c = rt_->engine().counters();
-    EXPECT_GT(c.multishot_arms, 0u);
-    EXPECT_GT(c.buffered_reads, 0u);  // reads served on the worker, without a hand-off
+    EXPECT_GT(c.get("multishot_arms"), 0u);
+    EXPECT_GT(c.get("buffered_reads"), 0u);  // reads served on the worker, without a hand-off
   }
 }
 
@@ -573,7 +573,7 @@ TEST_P(SocketTest, ConnectionsWaitingBeforeAcceptAreAllAccepted) {
   };
   EXPECT_EQ(run(body(*rt_)), kClients);
   if (multishot(GetParam())) {
-    EXPECT_GT(rt_->engine().counters().buffered_reads, 0u);
+    EXPECT_GT(rt_->engine().counters().get("buffered_reads"), 0u);
   }
 }
 

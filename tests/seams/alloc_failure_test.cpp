@@ -35,6 +35,13 @@ void operator delete(void* p, std::size_t) noexcept {
 }
 
 namespace arbor::io {
+
+// Engine::deliver() is the backends' (protected); these tests feed it events directly.
+struct EngineTestAccess {
+  static void deliver(Engine& engine, std::span<const sched::Event> events) noexcept {
+    engine.deliver(events);
+  }
+};
 namespace {
 
 using namespace std::chrono_literals;
@@ -109,7 +116,7 @@ TEST_P(AllocationFailure, EventsOfChunksAlreadyQueuedAreNotDeliveredAgain) {
   Counted batch(1500);
   hold_worker();
   t_allocation_budget = 512;  // exactly the first chunk's items
-  engine_->deliver(batch.events);
+  EngineTestAccess::deliver(*engine_, batch.events);
   t_allocation_budget = -1;
   release_worker();
   ASSERT_TRUE(batch.done.wait(10s));
@@ -123,13 +130,13 @@ TEST_P(AllocationFailure, EventsOfChunksAlreadyQueuedAreNotDeliveredAgain) {
 // freed: a leak of every item the failed acquire had already taken).
 TEST_P(AllocationFailure, ItemsTakenBeforeAFailedAllocationReturnToThePool) {
   Counted warm(100);
-  engine_->deliver(warm.events);
+  EngineTestAccess::deliver(*engine_, warm.events);
   ASSERT_TRUE(warm.done.wait(10s));
   ASSERT_TRUE(sched::test::eventually([&] { return engine_->event_pool().idle() == 100; }, 10s));
   Counted batch(300);
   hold_worker();
   t_allocation_budget = 50;  // takes the 100 idle items, allocates 50, then fails
-  engine_->deliver(batch.events);
+  EngineTestAccess::deliver(*engine_, batch.events);
   t_allocation_budget = -1;
   release_worker();
   ASSERT_TRUE(batch.done.wait(10s));

@@ -78,7 +78,6 @@ struct Op : Operation {
     complete = &on_complete;
     done = &counter;
     cancel_requested.store(false);
-    stage = 0;
   }
   // Starts the operation; an inline finish counts as its completion.
   void begin(Engine& engine) noexcept {

@@ -1,5 +1,6 @@
-// Engine: the one interface every IO backend implements (epoll and io_uring here; kqueue and
-// IOCP map onto it as docs/architecture.md describes).
+// Engine: the one interface every IO backend implements (epoll and io_uring on Linux; kqueue
+// and IOCP map onto it as docs/architecture.md describes). Which backends exist is decided in
+// one place, the engine table (io/src/common/engine_table.cpp); this header names none.
 //
 // The interface is completion-shaped: start an Operation, get its result once. A readiness
 // backend gets there by trying the system call, waiting for readiness when it would block, and
@@ -25,6 +26,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -36,6 +38,7 @@
 
 namespace arbor::io {
 class Engine;
+struct EngineTestAccess;
 }  // namespace arbor::io
 
 /// Deleting an Engine stops it first. stop() calls into the backend (wake()), which a base
@@ -51,7 +54,7 @@ struct std::default_delete<arbor::io::Engine> {
 namespace arbor::io {
 
 struct EngineOptions {
-  /// "auto" (io_uring if it can be set up, else epoll), "epoll" or "uring".
+  /// "auto" (the first engine of Engine::names() that can run here) or one of Engine::names().
   std::string kind = "auto";
   /// Poller threads (each with its own epoll set or ring; sockets are spread round-robin).
   int pollers = 1;
@@ -63,10 +66,10 @@ struct EngineOptions {
   /// Run completions on the poller thread instead of handing them to the scheduler. For
   /// measuring the hand-off; not for production (a slow handler stalls every socket).
   bool inline_completions = false;
-  /// io_uring submission queue entries.
+  /// Completion engines: submission queue entries (io_uring's SQ), 8..32768.
   unsigned ring_entries = 1024;
-  /// io_uring: multishot accept, and multishot receive into a ring of provided buffers, where
-  /// the kernel has them (single-shot operations otherwise, or when this is false).
+  /// Completion engines: let one kernel operation serve many accepts or receives (io_uring's
+  /// multishot accept and receive into provided buffers) where the kernel has it.
   bool multishot = true;
 
   /// Reads ARBOR_ENGINE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE, ARBOR_INLINE and
@@ -83,22 +86,44 @@ struct EngineCounters {
   std::uint64_t events = 0;  // completions and fired timers delivered
   std::uint64_t trees = 0;   // event trees submitted
   std::uint64_t largest_batch = 0;
-  std::uint64_t submits = 0;         // io_uring_enter calls that submitted SQEs (0 for epoll)
-  std::uint64_t wakes = 0;           // poller wake-ups sent from other threads (eventfd writes)
-  std::uint64_t descriptors = 0;     // sockets attached now
-  std::uint64_t timers = 0;          // timers pending now
-  std::uint64_t multishot_arms = 0;  // io_uring multishot accepts/receives submitted
-  std::uint64_t buffered_reads = 0;  // reads/accepts served from what a multishot op had ready
+  std::uint64_t wakes = 0;        // poller wake-ups sent from other threads
+  std::uint64_t descriptors = 0;  // sockets attached now
+  std::uint64_t timers = 0;       // timers pending now
+
+  /// What only the running engine counts (io_uring: submits, multishot_arms, buffered_reads),
+  /// each with a name and a one-line help text, for /metrics.
+  struct Named {
+    const char* name = "";
+    const char* help = "";
+    std::uint64_t value = 0;
+  };
+  static constexpr std::size_t kMaxNamed = 6;
+  Named named[kMaxNamed];
+  std::size_t named_count = 0;
+
+  /// The named counter `name`, or 0 if this engine does not count it.
+  std::uint64_t get(std::string_view name) const noexcept {
+    for (std::size_t i = 0; i < named_count; ++i)
+      if (name == named[i].name) return named[i].value;
+    return 0;
+  }
+  /// Backends: records a named counter (ignored beyond kMaxNamed).
+  void add(const char* name, const char* help, std::uint64_t value) noexcept {
+    if (named_count < kMaxNamed) named[named_count++] = {name, help, value};
+  }
 };
 
 class Engine {
  public:
   /// Creates the engine `options.kind` names, delivering to `scheduler`. Errors: unknown name
   /// or bad option (invalid_argument); the named engine cannot start here (its system error).
-  /// With "auto", an io_uring failure falls back to epoll. Logs one line saying what was chosen.
+  /// With "auto", each engine that fails to start falls back to the next one. Logs one line
+  /// saying what was chosen.
   static Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler,
                                                 EngineOptions options = {});
-  /// The engine names that can be created on this machine, preferred first.
+  /// Every engine built into this library, preferred first (e.g. uring, epoll).
+  static std::vector<std::string> names();
+  /// The engines of names() that can run on this machine, preferred first.
   static std::vector<std::string> available();
 
   Engine(const Engine&) = delete;
@@ -137,9 +162,6 @@ class Engine {
   /// Whether cancel_all() has run.
   bool cancelling() const noexcept { return cancelling_.load(std::memory_order_acquire); }
 
-  /// Delivers events to the scheduler as trees (or runs them here in inline mode).
-  void deliver(std::span<const sched::Event> events) noexcept;
-
   /// Stops and joins the poller threads. Pending operations stay pending; cancel them first.
   void stop() noexcept;
 
@@ -167,6 +189,11 @@ class Engine {
   virtual void on_poller_start(int /*poller*/) noexcept {}
   /// On the poller thread, after its last wait: finish requests made before stop().
   virtual void on_poller_stop(int /*poller*/) noexcept {}
+  /// Adds the counters only this backend keeps (EngineCounters::add).
+  virtual void backend_counters(EngineCounters& /*counters*/) const noexcept {}
+
+  /// Delivers events to the scheduler as trees (or runs them here in inline mode).
+  void deliver(std::span<const sched::Event> events) noexcept;
 
   /// Starts the poller threads; backends call it at the end of their constructor.
   /// On failure (no thread to be had) the pollers already started are stopped and the error
@@ -174,14 +201,12 @@ class Engine {
   [[nodiscard]] std::error_code start_pollers() noexcept;
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
-  std::atomic<std::uint64_t> submits_{0};
   std::atomic<std::uint64_t> wakes_{0};
-  std::atomic<std::uint64_t> multishot_arms_{0};
-  std::atomic<std::uint64_t> buffered_reads_{0};
   std::atomic<std::uint64_t> descriptors_{0};
 
  private:
   friend struct std::default_delete<Engine>;
+  friend struct EngineTestAccess;  // tests that feed deliver() directly
   void run_poller(int poller) noexcept;
 
   sched::Scheduler& scheduler_;

@@ -64,6 +64,16 @@ struct DescriptorRef {
   friend bool operator==(const DescriptorRef&, const DescriptorRef&) = default;
 };
 
+/// Bytes every Operation reserves for its engine's private per-operation state. Each backend
+/// checks with static_assert that its state fits (backend_state() below). Sized per platform
+/// for the largest backend there: io_uring's msghdr + iovec + hand-off link on Linux; IOCP's
+/// OVERLAPPED + AcceptEx's two (sockaddr_storage + 16)-byte address slots + WSABUF on Windows.
+#if defined(_WIN32)
+inline constexpr std::size_t kOperationStateSize = 384;
+#else
+inline constexpr std::size_t kOperationStateSize = 128;
+#endif
+
 struct Operation {
   using Complete = void (*)(Operation& op, std::int64_t result) noexcept;
 
@@ -85,18 +95,13 @@ struct Operation {
 
   std::int64_t result = 0;  // set when start() completes inline
 
-  // Engine bookkeeping; callers leave these alone.
-  /// A node in an engine's hand-off queue (e.g. io_uring's submission queue to its poller).
-  struct Link {
-    Link* next = nullptr;
-    std::uint8_t kind = 0;
-  };
-  Link start_link;
+  /// Set (under the descriptor's lock) by Engine::cancel(); an engine that finds it set
+  /// finishes the operation with -ECANCELED instead of letting it wait.
   std::atomic<bool> cancel_requested{false};
-  std::uint32_t stage = 0;               // connect: 0 = not started, 1 = in progress (readiness)
-  std::uint32_t ready_seq = 0;           // readiness engines: the readiness generation last tried
-  std::uint32_t address_size = 0;        // socklen_t for accept/receive_from
-  alignas(8) unsigned char scratch[96];  // e.g. msghdr + iovec for the message operations
+
+  /// The engine's private state for this operation, constructed by its start() (callers
+  /// never touch it; it needs no destruction).
+  alignas(std::max_align_t) unsigned char engine_state[kOperationStateSize];
 };
 
 }  // namespace arbor::io

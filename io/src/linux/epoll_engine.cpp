@@ -9,7 +9,9 @@
 // The lost-edge race — readiness arriving between a failed attempt and parking — is closed by
 // a readiness generation per side: an attempt remembers the generation it started under, and
 // parks only if it is unchanged (checked under the descriptor lock the poller also takes).
-// An eventfd in each epoll set wakes its poller.
+// A readiness event harvested just before a close may reach a recycled descriptor: it bumps
+// that socket's readiness generation and at worst makes a pending operation retry once and
+// find EAGAIN. An eventfd in each epoll set wakes its poller.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -19,10 +21,31 @@
 #include "arbor/io/engine.hpp"
 #include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
-#include "descriptor.hpp"
+#include "common/descriptor.hpp"
+#include "common/engine_table.hpp"
+#include "common/operation_state.hpp"
+#include "common/timespec.hpp"
+#include "posix/socket_calls.hpp"
 
 namespace arbor::io {
 namespace {
+
+// The readiness generation of each side: bumped by every event for that side.
+struct EpollDescriptor : Descriptor {
+  std::uint32_t seq[2] = {0, 0};
+  void reset(Handle handle, int owner) noexcept {
+    Descriptor::reset(handle, owner);
+    seq[0] = seq[1] = 0;
+  }
+};
+
+// Per operation: the readiness generation its next attempt starts under, connect's progress,
+// and a link for cancel_parked()'s chain.
+struct EpollOp {
+  std::uint32_t ready_seq = 0;
+  bool connect_started = false;
+  Operation* next = nullptr;
+};
 
 constexpr std::uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
 constexpr std::uint32_t kWriteEvents = EPOLLOUT | EPOLLHUP | EPOLLERR;
@@ -56,17 +79,21 @@ class EpollEngine final : public Engine {
       if (d.close_if_open()) descriptors_.fetch_sub(1, std::memory_order_relaxed);
     });
     for (auto& p : pollers_) {
-      if (p.epfd >= 0) ::close(p.epfd);
-      if (p.eventfd >= 0) ::close(p.eventfd);
+      close_handle(p.epfd);
+      close_handle(p.eventfd);
     }
   }
 
   const char* name() const noexcept override { return "epoll"; }
 
   Result<DescriptorRef> attach(Handle handle) noexcept override {
+    if (int e = posix::make_non_blocking(handle); e != 0) {
+      close_handle(handle);
+      return errno_code(e);
+    }
     auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
     if (!adopted) return adopted;
-    Descriptor* d = adopted->descriptor;
+    auto* d = static_cast<EpollDescriptor*>(adopted->descriptor);
     const int poller = d->poller;
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
@@ -87,28 +114,19 @@ class EpollEngine final : public Engine {
   }
 
   bool start(Operation& op) noexcept override {
-    Descriptor& d = *op.descriptor;
-    const int side = Descriptor::side(op.kind);
-    std::uint32_t seq;
+    auto& d = descriptor_of<EpollDescriptor>(op);
+    EpollOp& state = emplace_state<EpollOp>(op);
     {
       std::lock_guard guard(d.lock);
-      if (d.closed || d.generation != op.generation ||
-          op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
-        op.result = -ECANCELED;
-        return true;
-      }
-      if (d.slot[side] != nullptr) {
-        op.result = -EBUSY;
-        return true;
-      }
+      if (!admit(d, op, cancelling())) return true;
       ++d.busy;
-      seq = d.seq[side];
+      state.ready_seq = d.seq[Descriptor::side(op.kind)];
     }
-    return attempt(op, seq);
+    return attempt(op);
   }
 
   void cancel(Operation& op) noexcept override {
-    Descriptor& d = *op.descriptor;
+    auto& d = descriptor_of<EpollDescriptor>(op);
     const int side = Descriptor::side(op.kind);
     bool parked = false;
     Descriptor::Finish finish;
@@ -148,18 +166,18 @@ class EpollEngine final : public Engine {
     // Collect under the pool's lock, complete after it: a completion may run in place (inline
     // mode, or a pool that cannot grow) and close its socket, which takes that lock again.
     // The chain runs through start_link, which epoll operations do not otherwise use.
-    Operation::Link* chain = nullptr;
+    Operation* chain = nullptr;
     descriptors_pool_.for_each([&chain](Descriptor& d) {
       std::lock_guard guard(d.lock);
       for (Operation*& slot : d.slot)
         if (Operation* op = std::exchange(slot, nullptr)) {
-          op->start_link.next = chain;
-          chain = &op->start_link;
+          state_of<EpollOp>(*op).next = chain;
+          chain = op;
         }
     });
     while (chain != nullptr) {
-      Operation* op = operation_of(chain);
-      chain = chain->next;  // before completing: op may be gone afterwards
+      Operation* op = chain;
+      chain = state_of<EpollOp>(*op).next;  // before completing: op may be gone afterwards
       complete_later(*op, -ECANCELED);
     }
   }
@@ -173,13 +191,7 @@ class EpollEngine final : public Engine {
       if (count == out.size()) return count;
       timeout_ns = 0;  // look for more, but do not sleep on an event in hand
     }
-    timespec ts{};
-    timespec* tsp = nullptr;
-    if (timeout_ns >= 0) {
-      ts.tv_sec = timeout_ns / 1'000'000'000;
-      ts.tv_nsec = timeout_ns % 1'000'000'000;
-      tsp = &ts;
-    }
+    timespec ts = to_timespec<timespec>(timeout_ns);
     // Each epoll event yields up to two events, one per side. Asking for ceil(room / 2) fills
     // the batch, and at most one event then does not fit: it is kept in `carried` for the next
     // wait. Its operation is already out of its slot with a busy count held, so nothing else
@@ -187,7 +199,8 @@ class EpollEngine final : public Engine {
     // array then overflowed.)
     const std::size_t room = out.size() - count;
     const int max = static_cast<int>((room + 1) / 2);
-    const int n = ::epoll_pwait2(p.epfd, p.events.data(), max, tsp, nullptr);
+    const int n =
+        ::epoll_pwait2(p.epfd, p.events.data(), max, timeout_ns >= 0 ? &ts : nullptr, nullptr);
     if (n > 0) {
       // The kernel carried descriptor pointers from attach() to us; the C++ memory model (and
       // ThreadSanitizer) cannot see that edge. epoll_ctl(ADD) runs under `registration`, and
@@ -203,7 +216,7 @@ class EpollEngine final : public Engine {
         }
         continue;
       }
-      auto* d = static_cast<Descriptor*>(ev.data.ptr);
+      auto* d = static_cast<EpollDescriptor*>(ev.data.ptr);
       std::lock_guard guard(d->lock);
       for (int side = 0; side < 2; ++side) {
         if ((ev.events & (side == 0 ? kReadEvents : kWriteEvents)) == 0) continue;
@@ -211,7 +224,7 @@ class EpollEngine final : public Engine {
         Operation* op = std::exchange(d->slot[side], nullptr);
         if (op == nullptr) continue;
         ++d->busy;  // the retry will run the system call; keep the fd open for it
-        op->ready_seq = d->seq[side];
+        state_of<EpollOp>(*op).ready_seq = d->seq[side];
         const sched::Event event{&retry, op, 0, reinterpret_cast<std::uintptr_t>(this)};
         if (count < out.size())
           out[count++] = event;
@@ -248,12 +261,16 @@ class EpollEngine final : public Engine {
 
   // Runs op's system call until it finishes or parks. The caller holds one `busy` count on the
   // descriptor, released here. Returns true if op finished (result in op.result).
-  bool attempt(Operation& op, std::uint32_t seq) noexcept {
-    Descriptor& d = *op.descriptor;
+  bool attempt(Operation& op) noexcept {
+    auto& d = descriptor_of<EpollDescriptor>(op);
+    EpollOp& state = state_of<EpollOp>(op);
     const int side = Descriptor::side(op.kind);
     const Handle fd = d.fd;  // stable while busy > 0
+    std::uint32_t seq = state.ready_seq;
     for (;;) {
-      std::int64_t r = perform(op, fd);
+      std::int64_t r = op.kind == OpKind::connect
+                           ? posix::connect_step(op, fd, state.connect_started)
+                           : posix::perform(op, fd);
       Descriptor::Finish finish;
       {
         std::lock_guard guard(d.lock);
@@ -265,7 +282,7 @@ class EpollEngine final : public Engine {
             continue;
           }
           if (!cancelled) {
-            op.ready_seq = seq;
+            state.ready_seq = seq;
             d.slot[side] = &op;
             --d.busy;
             return false;
@@ -286,7 +303,7 @@ class EpollEngine final : public Engine {
     auto* self = reinterpret_cast<EpollEngine*>(static_cast<std::uintptr_t>(event.data));
     if (disposition == sched::Disposition::drop) {
       // The scheduler is stopping: release the busy count and report cancellation.
-      Descriptor& d = *op->descriptor;
+      auto& d = descriptor_of<EpollDescriptor>(*op);
       Descriptor::Finish finish;
       {
         std::lock_guard guard(d.lock);
@@ -298,7 +315,7 @@ class EpollEngine final : public Engine {
       return;
     }
     SubmitBatch batch;
-    if (self->attempt(*op, op->ready_seq)) op->complete(*op, op->result);
+    if (self->attempt(*op)) op->complete(*op, op->result);
   }
 
   static void deliver_result(const sched::Event& event, sched::Disposition) noexcept {
@@ -316,28 +333,38 @@ class EpollEngine final : public Engine {
     if (finish.close_fd != kInvalidHandle) {
       const int fd = static_cast<int>(finish.close_fd);
       ::epoll_ctl(pollers_[static_cast<std::size_t>(d->poller)].epfd, EPOLL_CTL_DEL, fd, nullptr);
-      ::close(fd);
+      close_handle(finish.close_fd);
       descriptors_.fetch_sub(1, std::memory_order_relaxed);
     }
     if (finish.release) descriptors_pool_.release(d);
   }
 
   std::vector<Poller> pollers_;
-  DescriptorPool descriptors_pool_;
+  DescriptorPool<EpollDescriptor> descriptors_pool_;
 };
 
-}  // namespace
-
-Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& scheduler,
-                                                  const EngineOptions& options) {
+Result<std::unique_ptr<Engine>> create_epoll(sched::Scheduler& scheduler,
+                                             const EngineOptions& options, bool announce) {
   auto engine = std::make_unique<EpollEngine>(scheduler, options);
   if (auto ec = engine->init()) {
     log::error("epoll engine: {}", ec.message());
     return ec;
   }
-  log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers, options.max_batch,
-            options.max_tree, options.inline_completions ? ", inline" : "");
+  if (announce)
+    log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers,
+              options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }
+
+std::error_code probe_epoll() noexcept {
+  const int fd = ::epoll_create1(EPOLL_CLOEXEC);
+  if (fd < 0) return {errno, std::system_category()};
+  close_handle(fd);
+  return {};
+}
+
+}  // namespace
+
+const EngineEntry kEpollEngine{"epoll", &probe_epoll, &create_epoll};
 
 }  // namespace arbor::io

@@ -42,51 +42,99 @@
 
 #include "arbor/io/engine.hpp"
 #include "arbor/io/submit_batch.hpp"
-#include "descriptor.hpp"
-#include "provided_buffers.hpp"
+#include "common/descriptor.hpp"
+#include "common/operation_state.hpp"
+#include "linux/provided_buffers.hpp"
 
 namespace arbor::io::uring {
 
 // CQE user data: an Operation* (single-shot), or one of these. Operations and descriptors are
 // at least 8-byte aligned, so a descriptor tagged with kMultishotTag cannot collide.
-constexpr std::uint64_t kIgnore = 0;        // cancel requests
-constexpr std::uint64_t kWakeRead = 1;      // the eventfd read
-constexpr std::uint64_t kMultishotTag = 2;  // Descriptor* | 2: the socket's multishot operation
+constexpr std::uint64_t kIgnore = 0;    // cancel requests
+constexpr std::uint64_t kWakeRead = 1;  // the eventfd read
+constexpr std::uint64_t kMultishotTag =
+    2;  // UringDescriptor* | 2: the socket's multishot operation
 
-enum LinkKind : std::uint8_t {
-  kStart = 1,
-  kCancelRead = 2,
-  kCancelWrite = 3,
-  kClose = 4,
-  kArm = 5
+enum class RequestKind : std::uint8_t { start, cancel_read, cancel_write, close, arm };
+
+// A request from a worker to the poller, pushed onto its ring's incoming stack. It lives in
+// what it is about: an operation's start in the operation's state, cancel, close and arm
+// requests in the descriptor (not in the operation, because an operation may complete and its
+// memory be reused for the next one while a cancel request for it is still queued; the
+// descriptor outlives both).
+struct Request {
+  Request* next = nullptr;
+  RequestKind kind = RequestKind::start;
+  void* owner = nullptr;  // the Operation (start) or the UringDescriptor (the others)
 };
-
-// Operation::stage of a reader waiting in its slot for the socket's multishot operation.
-constexpr std::uint32_t kParked = 0x4d53;
 
 constexpr unsigned kBufferCount = 1024;  // per ring
 constexpr unsigned kBufferSize = 4096;
 constexpr std::uint32_t kMaxChunks = 16;  // per socket: 64 KiB buffered at most
 constexpr std::size_t kMaxAccepted = 64;  // per listener
 
-inline std::uint64_t multishot_data(Descriptor& d) noexcept {
+// io_uring's part of a socket: its queued requests and, on the read side, its multishot
+// operation. At most one multishot accept or receive runs per socket, armed when a reader first
+// waits and kept until it ends (error, EOF, throttle, close). What it produces and no reader has
+// taken yet waits here: accepted handles in `accepted` (from accepted_head on), received bytes
+// as a list of provided buffers (chunk_head .. chunk_tail, linked through ProvidedBuffers::next),
+// and a final result (EOF or an error). The descriptor is idle, and may be recycled, only once
+// its multishot operation's last CQE has arrived.
+struct UringDescriptor : Descriptor {
+  Request close_request;
+  Request cancel_request[2];
+  Request arm_request;
+  bool close_queued = false;
+  bool cancel_queued[2] = {false, false};
+  OpKind arm_kind = OpKind::receive;
+  bool stream = false;  // a stream socket: receives may use the multishot path
+  bool arm_queued = false;
+  bool multishot_armed = false;
+  bool throttled = false;  // a cancel was sent to stop it buffering more
+  bool has_end = false;
+  std::int64_t end_result = 0;
+  std::uint16_t chunk_head = ProvidedBuffers::kNone;
+  std::uint16_t chunk_tail = ProvidedBuffers::kNone;
+  std::uint32_t chunk_count = 0;
+  std::vector<Handle> accepted;
+  std::size_t accepted_head = 0;
+
+  UringDescriptor() noexcept {
+    close_request = {nullptr, RequestKind::close, this};
+    cancel_request[0] = {nullptr, RequestKind::cancel_read, this};
+    cancel_request[1] = {nullptr, RequestKind::cancel_write, this};
+    arm_request = {nullptr, RequestKind::arm, this};
+  }
+  void reset(Handle handle, int owner) noexcept {
+    Descriptor::reset(handle, owner);
+    close_queued = cancel_queued[0] = cancel_queued[1] = false;
+    stream = arm_queued = multishot_armed = throttled = has_end = false;
+    chunk_head = chunk_tail = ProvidedBuffers::kNone;
+    chunk_count = 0;
+    accepted.clear();
+    accepted_head = 0;
+  }
+  bool idle() const noexcept { return slots_empty() && !multishot_armed; }
+  Finish finish_if_closed() noexcept { return Descriptor::finish_if_closed(!multishot_armed); }
+};
+
+// io_uring's part of an operation: its start request, whether it waits in its slot for the
+// socket's multishot operation (no SQE of its own), and the kernel arguments that must live
+// until its CQE (the socklen_t accept writes, the msghdr and iovec of the message operations).
+struct UringOp {
+  Request start;
+  bool parked = false;
+  socklen_t address_size = 0;
+  msghdr message{};
+  iovec vector{};
+};
+
+inline std::uint64_t multishot_data(UringDescriptor& d) noexcept {
   return reinterpret_cast<std::uintptr_t>(&d) | kMultishotTag;
 }
 
-inline Operation* op_of_start(Operation::Link* l) noexcept {
-  return operation_of(l);
-}
-inline Descriptor* descriptor_of_cancel(Operation::Link* l, int side) noexcept {
-  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l - side) -
-                                       offsetof(Descriptor, cancel_link));
-}
-inline Descriptor* descriptor_of_close(Operation::Link* l) noexcept {
-  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) -
-                                       offsetof(Descriptor, close_link));
-}
-inline Descriptor* descriptor_of_arm(Operation::Link* l) noexcept {
-  return reinterpret_cast<Descriptor*>(reinterpret_cast<char*>(l) - offsetof(Descriptor, arm_link));
-}
+/// Whether a ring set up with `params` has every feature and opcode this engine relies on.
+std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexcept;
 
 /// Prepares `op` as a single-shot SQE on `fd` (user data: the operation).
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept;
@@ -101,7 +149,7 @@ struct Ring {
   std::uint64_t eventfd_value = 0;
   bool wake_read_posted = false;  // poller thread only
   // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
-  std::atomic<Operation::Link*> incoming{nullptr};
+  std::atomic<Request*> incoming{nullptr};
   std::atomic<bool> sleeping{false};
   std::atomic<std::uint64_t>* wakes = nullptr;
   std::atomic<std::uint64_t>* submits = nullptr;
@@ -110,15 +158,15 @@ struct Ring {
 
   ~Ring() {
     if (initialised) io_uring_queue_exit(&ring);
-    if (eventfd >= 0) ::close(eventfd);
+    close_handle(eventfd);
   }
 
   /// Pushes a request; returns true if the stack was empty (the poller may need waking).
-  bool push(Operation::Link& link) noexcept {
-    Operation::Link* head = incoming.load(std::memory_order_relaxed);
+  bool push(Request& request) noexcept {
+    Request* head = incoming.load(std::memory_order_relaxed);
     do {
-      link.next = head;
-    } while (!incoming.compare_exchange_weak(head, &link, std::memory_order_seq_cst,
+      request.next = head;
+    } while (!incoming.compare_exchange_weak(head, &request, std::memory_order_seq_cst,
                                              std::memory_order_relaxed));
     return head == nullptr;
   }
@@ -179,6 +227,7 @@ class UringEngine final : public Engine {
   void wake(int poller) noexcept override { rings_[static_cast<std::size_t>(poller)]->wake_now(); }
   void on_poller_start(int poller) noexcept override;
   void on_poller_stop(int poller) noexcept override;
+  void backend_counters(EngineCounters& counters) const noexcept override;
 
  private:
   // --- core (uring_engine.cpp) -------------------------------------------------------------
@@ -186,57 +235,56 @@ class UringEngine final : public Engine {
     return *rings_[static_cast<std::size_t>(d.poller)];
   }
   std::error_code setup(Ring& r);
-  // Under d.lock: whether op may start (its socket open, its name current, not cancelled, its
-  // side free); if not, its inline result is set.
-  bool admit(Descriptor& d, Operation& op, int side) const noexcept;
   // Under d.lock: occupy the slot and hand the start to the poller (in lock order).
-  static void queue_start(Ring& ring, Descriptor& d, Operation& op, int side) noexcept;
+  static void queue_start(Ring& ring, UringDescriptor& d, Operation& op, int side) noexcept;
   // Under d.lock: a close that waited for `busy` to drain goes to the poller now. True if it
   // pushed the request: the caller must then notify the poller once it unlocks.
-  [[nodiscard]] static bool queue_close_if_due(Ring& ring, Descriptor& d) noexcept;
+  [[nodiscard]] static bool queue_close_if_due(Ring& ring, UringDescriptor& d) noexcept;
   // Poller thread: turn every queued request into SQEs (or, for a closed socket, complete it).
   void drain(Ring& r) noexcept;
   // A queued start whose socket was closed (or which was cancelled) before it reached the
   // ring: complete it as if the kernel had cancelled it.
   void finish_refused(Operation& op) noexcept;
   // Poller thread: cancel the socket's operations, submit, then close(2) its fd.
-  void close_now(Ring& r, Descriptor& d) noexcept;
+  void close_now(Ring& r, UringDescriptor& d) noexcept;
   // A CQE for op: free its slot, then complete it (the slot must be free first so the
   // resumed coroutine can start its next operation on this side).
   static void complete(const sched::Event& event, sched::Disposition) noexcept;
 
   // --- multishot, worker side (uring_multishot.cpp) ----------------------------------------
-  bool start_multishot_accept(Ring& ring, Descriptor& d, Operation& op) noexcept;
-  bool start_multishot_receive(Ring& ring, Descriptor& d, Operation& op) noexcept;
+  bool start_multishot_accept(Ring& ring, UringDescriptor& d, Operation& op) noexcept;
+  bool start_multishot_receive(Ring& ring, UringDescriptor& d, Operation& op) noexcept;
   // Under d.lock: op waits in its slot for the multishot operation's next result.
-  static void park(Descriptor& d, Operation& op) noexcept;
-  static Operation* parked(Descriptor& d) noexcept;
+  static void park(UringDescriptor& d, Operation& op) noexcept;
+  static Operation* parked(UringDescriptor& d) noexcept;
   // Under d.lock: ask the poller to arm the socket's multishot operation unless it runs or is
   // about to. True if a request was pushed (the caller notifies the poller after unlocking).
-  static bool request_arm(Ring& ring, Descriptor& d, OpKind kind) noexcept;
+  static bool request_arm(Ring& ring, UringDescriptor& d, OpKind kind) noexcept;
   // Under d.lock: moves buffered bytes into op's buffer, oldest first, and hands each buffer
   // it empties to `done`. Returns the bytes moved.
   template <class Done>
-  static std::size_t take_chunks(ProvidedBuffers& buffers, Descriptor& d, Operation& op,
+  static std::size_t take_chunks(ProvidedBuffers& buffers, UringDescriptor& d, Operation& op,
                                  Done&& done) noexcept;
   // Under d.lock: the final result the multishot receive ended with. End of stream stays (every
   // later read sees it, as with recv(2)); an error is reported once.
-  static std::int64_t take_end(Descriptor& d) noexcept;
+  static std::int64_t take_end(UringDescriptor& d) noexcept;
 
   // --- multishot, poller side (uring_multishot.cpp) ----------------------------------------
   // Under d.lock: submit the socket's multishot operation.
-  void arm(Ring& r, Descriptor& d) noexcept;
+  void arm(Ring& r, UringDescriptor& d) noexcept;
   // Under d.lock: stop the socket's multishot operation (its last CQE clears multishot_armed).
-  static void stop_multishot(Ring& r, Descriptor& d) noexcept;
+  static void stop_multishot(Ring& r, UringDescriptor& d) noexcept;
   // A kernel that rejects the multishot opcode variant: log once, use single-shot from now on.
   void unsupported(std::atomic<bool>& flag, const char* what) noexcept;
   // One CQE of a socket's multishot operation. Returns true if it completed the waiting reader,
   // with the event for it in `event`.
-  bool on_multishot(Ring& r, Descriptor& d, int res, unsigned flags, sched::Event& event) noexcept;
+  bool on_multishot(Ring& r, UringDescriptor& d, int res, unsigned flags,
+                    sched::Event& event) noexcept;
   // Under d.lock: keep an accepted handle for the next accept; stop accepting when enough wait.
-  void store_accepted(Ring& r, Descriptor& d, Handle handle, bool more, Handle& orphan) noexcept;
+  void store_accepted(Ring& r, UringDescriptor& d, Handle handle, bool more,
+                      Handle& orphan) noexcept;
   // Under d.lock: append a received buffer to the socket's chunk list.
-  static void append_chunk(ProvidedBuffers& buffers, Descriptor& d, std::uint16_t id,
+  static void append_chunk(ProvidedBuffers& buffers, UringDescriptor& d, std::uint16_t id,
                            std::uint32_t length) noexcept;
   // A reader the poller took out of its slot (so these do not touch the slot again).
   void deliver_claimed(Operation& op, std::int64_t result) noexcept;
@@ -244,7 +292,11 @@ class UringEngine final : public Engine {
   static void complete_accepted(const sched::Event& event, sched::Disposition) noexcept;
 
   std::vector<std::unique_ptr<Ring>> rings_;
-  DescriptorPool pool_;
+  DescriptorPool<UringDescriptor> pool_;
+  // What only io_uring counts (counters() reports them by name).
+  std::atomic<std::uint64_t> submits_{0};
+  std::atomic<std::uint64_t> multishot_arms_{0};
+  std::atomic<std::uint64_t> buffered_reads_{0};
   // Cleared (for good) when the kernel turns out not to support them.
   std::atomic<bool> multishot_accept_{options().multishot};
   std::atomic<bool> multishot_receive_{options().multishot};

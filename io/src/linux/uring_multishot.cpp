@@ -19,7 +19,8 @@
 #include <cstring>
 
 #include "arbor/io/log.hpp"
-#include "uring_engine.hpp"
+#include "linux/uring_engine.hpp"
+#include "posix/socket_calls.hpp"
 
 namespace arbor::io::uring {
 
@@ -27,21 +28,19 @@ namespace arbor::io::uring {
 // filled in if asked for. A peer gone before we asked counts as an aborted connection.
 std::int64_t finish_accept(Operation& op, std::int64_t handle) noexcept {
   if (handle < 0 || op.address == nullptr) return handle;
-  auto size = static_cast<socklen_t>(Address::capacity());
-  if (::getpeername(static_cast<int>(handle), static_cast<sockaddr*>(op.address->native()), &size) <
-      0) {
-    ::close(static_cast<int>(handle));
+  if (posix::peer_into(handle, *op.address) != 0) {
+    close_handle(handle);
     return -ECONNABORTED;
   }
   return handle;
 }
 
-bool UringEngine::start_multishot_accept(Ring& ring, Descriptor& d, Operation& op) noexcept {
+bool UringEngine::start_multishot_accept(Ring& ring, UringDescriptor& d, Operation& op) noexcept {
   Handle ready = kInvalidHandle;
   bool pushed = false;
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, 0)) return true;
+    if (!admit(d, op, cancelling())) return true;
     if (d.accepted_head < d.accepted.size()) {
       ready = d.accepted[d.accepted_head++];
       if (d.accepted_head == d.accepted.size()) {
@@ -65,11 +64,11 @@ bool UringEngine::start_multishot_accept(Ring& ring, Descriptor& d, Operation& o
   return false;
 }
 
-bool UringEngine::start_multishot_receive(Ring& ring, Descriptor& d, Operation& op) noexcept {
+bool UringEngine::start_multishot_receive(Ring& ring, UringDescriptor& d, Operation& op) noexcept {
   bool pushed = false;
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, 0)) return true;
+    if (!admit(d, op, cancelling())) return true;
     if (d.chunk_head != ProvidedBuffers::kNone) {
       op.result = static_cast<std::int64_t>(
           take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
@@ -90,27 +89,26 @@ bool UringEngine::start_multishot_receive(Ring& ring, Descriptor& d, Operation& 
   return false;
 }
 
-void UringEngine::park(Descriptor& d, Operation& op) noexcept {
+void UringEngine::park(UringDescriptor& d, Operation& op) noexcept {
   d.slot[0] = &op;
-  op.stage = kParked;
+  state_of<UringOp>(op).parked = true;
 }
 
-Operation* UringEngine::parked(Descriptor& d) noexcept {
+Operation* UringEngine::parked(UringDescriptor& d) noexcept {
   Operation* op = d.slot[0];
-  return op != nullptr && op->stage == kParked ? op : nullptr;
+  return op != nullptr && state_of<UringOp>(*op).parked ? op : nullptr;
 }
 
-bool UringEngine::request_arm(Ring& ring, Descriptor& d, OpKind kind) noexcept {
+bool UringEngine::request_arm(Ring& ring, UringDescriptor& d, OpKind kind) noexcept {
   if (d.multishot_armed || d.arm_queued) return false;
   d.arm_queued = true;
   d.arm_kind = kind;
-  d.arm_link.kind = kArm;
-  ring.push(d.arm_link);
+  ring.push(d.arm_request);
   return true;
 }
 
 template <class Done>
-std::size_t UringEngine::take_chunks(ProvidedBuffers& buffers, Descriptor& d, Operation& op,
+std::size_t UringEngine::take_chunks(ProvidedBuffers& buffers, UringDescriptor& d, Operation& op,
                                      Done&& done) noexcept {
   std::size_t moved = 0;
   auto* out = static_cast<std::byte*>(op.data);
@@ -130,20 +128,20 @@ std::size_t UringEngine::take_chunks(ProvidedBuffers& buffers, Descriptor& d, Op
   return moved;
 }
 
-std::int64_t UringEngine::take_end(Descriptor& d) noexcept {
+std::int64_t UringEngine::take_end(UringDescriptor& d) noexcept {
   const std::int64_t r = d.end_result;
   if (r < 0) d.has_end = false;
   return r;
 }
 
-void UringEngine::arm(Ring& r, Descriptor& d) noexcept {
+void UringEngine::arm(Ring& r, UringDescriptor& d) noexcept {
   multishot_arms_.fetch_add(1, std::memory_order_relaxed);
   d.multishot_armed = true;
   d.throttled = false;
   const int fd = static_cast<int>(d.fd);
   io_uring_sqe* sqe = r.get_sqe();
   if (d.arm_kind == OpKind::accept) {
-    io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    io_uring_prep_multishot_accept(sqe, fd, nullptr, nullptr, posix::kAcceptFlags);
   } else {
     io_uring_prep_recv_multishot(sqe, fd, nullptr, 0, 0);
     sqe->flags |= IOSQE_BUFFER_SELECT;
@@ -152,7 +150,7 @@ void UringEngine::arm(Ring& r, Descriptor& d) noexcept {
   io_uring_sqe_set_data64(sqe, multishot_data(d));
 }
 
-void UringEngine::stop_multishot(Ring& r, Descriptor& d) noexcept {
+void UringEngine::stop_multishot(Ring& r, UringDescriptor& d) noexcept {
   d.throttled = true;
   io_uring_sqe* sqe = r.get_sqe();
   io_uring_prep_cancel64(sqe, multishot_data(d), 0);
@@ -164,7 +162,7 @@ void UringEngine::unsupported(std::atomic<bool>& flag, const char* what) noexcep
     log::warn("io_uring: multishot {} is not supported here; using single-shot", what);
 }
 
-bool UringEngine::on_multishot(Ring& r, Descriptor& d, int res, unsigned flags,
+bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned flags,
                                sched::Event& event) noexcept {
   Operation* claimed = nullptr;
   std::int64_t result = 0;
@@ -226,7 +224,7 @@ bool UringEngine::on_multishot(Ring& r, Descriptor& d, int res, unsigned flags,
       d.slot[0] = nullptr;
     } else if (op != nullptr && !d.multishot_armed && !d.closed) {
       if (single_shot) {
-        op->stage = 0;  // completes through complete(), which frees the slot
+        state_of<UringOp>(*op).parked = false;  // completes through complete(), freeing the slot
         prepare(r.get_sqe(), *op, static_cast<int>(d.fd));
       } else {
         arm(r, d);
@@ -234,7 +232,7 @@ bool UringEngine::on_multishot(Ring& r, Descriptor& d, int res, unsigned flags,
     }
     release = !more && d.closed && d.fd_closed && d.idle();
   }
-  if (orphan != kInvalidHandle) ::close(static_cast<int>(orphan));
+  close_handle(orphan);
   if (release) pool_.release(&d);
   if (claimed == nullptr) return false;
   event = {accepting ? &complete_accepted : &complete_claimed, claimed, result,
@@ -242,7 +240,7 @@ bool UringEngine::on_multishot(Ring& r, Descriptor& d, int res, unsigned flags,
   return true;
 }
 
-void UringEngine::store_accepted(Ring& r, Descriptor& d, Handle handle, bool more,
+void UringEngine::store_accepted(Ring& r, UringDescriptor& d, Handle handle, bool more,
                                  Handle& orphan) noexcept {
   try {
     d.accepted.push_back(handle);
@@ -255,7 +253,7 @@ void UringEngine::store_accepted(Ring& r, Descriptor& d, Handle handle, bool mor
     stop_multishot(r, d);
 }
 
-void UringEngine::append_chunk(ProvidedBuffers& buffers, Descriptor& d, std::uint16_t id,
+void UringEngine::append_chunk(ProvidedBuffers& buffers, UringDescriptor& d, std::uint16_t id,
                                std::uint32_t length) noexcept {
   buffers.length(id) = length;
   buffers.offset(id) = 0;

@@ -1,6 +1,6 @@
 // UringEngine's core: set-up, starting, cancelling and closing operations, the poller's
 // request drain and wait. The design is described in uring_engine.hpp.
-#include "uring_engine.hpp"
+#include "linux/uring_engine.hpp"
 
 #include <sys/eventfd.h>
 #include <sys/socket.h>
@@ -11,31 +11,33 @@
 #include <cstring>
 
 #include "arbor/io/log.hpp"
+#include "common/engine_table.hpp"
+#include "common/timespec.hpp"
+#include "posix/socket_calls.hpp"
 
 namespace arbor::io {
 namespace uring {
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
+  UringOp& state = state_of<UringOp>(op);
   switch (op.kind) {
     case OpKind::receive:
       io_uring_prep_recv(sqe, fd, op.data, op.size, 0);
       break;
     case OpKind::send:
-      io_uring_prep_send(sqe, fd, op.data, op.size, MSG_NOSIGNAL);
+      io_uring_prep_send(sqe, fd, op.data, op.size, posix::kSendFlags);
       break;
-    case OpKind::send_vectored: {
-      auto* m = new (op.scratch) msghdr{};
-      m->msg_iov = static_cast<iovec*>(op.data);
-      m->msg_iovlen = op.size;
-      io_uring_prep_sendmsg(sqe, fd, m, MSG_NOSIGNAL);
+    case OpKind::send_vectored:
+      state.message = {};
+      state.message.msg_iov = static_cast<iovec*>(op.data);
+      state.message.msg_iovlen = op.size;
+      io_uring_prep_sendmsg(sqe, fd, &state.message, posix::kSendFlags);
       break;
-    }
     case OpKind::accept:
-      op.address_size = Address::capacity();
+      state.address_size = Address::capacity();
       io_uring_prep_accept(sqe, fd,
                            op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr,
-                           op.address ? reinterpret_cast<socklen_t*>(&op.address_size) : nullptr,
-                           SOCK_NONBLOCK | SOCK_CLOEXEC);
+                           op.address ? &state.address_size : nullptr, posix::kAcceptFlags);
       break;
     case OpKind::connect:
       io_uring_prep_connect(sqe, fd, static_cast<const sockaddr*>(op.address->native()),
@@ -43,24 +45,38 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
       break;
     case OpKind::receive_from:
     case OpKind::send_to: {
-      static_assert(sizeof(msghdr) + sizeof(iovec) <= sizeof(Operation::scratch));
-      auto* m = new (op.scratch) msghdr{};
-      auto* iov = new (op.scratch + sizeof(msghdr)) iovec{op.data, op.size};
-      m->msg_iov = iov;
-      m->msg_iovlen = 1;
+      state.vector = {op.data, op.size};
+      state.message = {};
+      state.message.msg_iov = &state.vector;
+      state.message.msg_iovlen = 1;
       if (op.address != nullptr) {
-        m->msg_name = op.address->native();
-        m->msg_namelen =
+        state.message.msg_name = op.address->native();
+        state.message.msg_namelen =
             op.kind == OpKind::send_to ? op.address->native_size() : Address::capacity();
       }
       if (op.kind == OpKind::send_to)
-        io_uring_prep_sendmsg(sqe, fd, m, MSG_NOSIGNAL);
+        io_uring_prep_sendmsg(sqe, fd, &state.message, posix::kSendFlags);
       else
-        io_uring_prep_recvmsg(sqe, fd, m, 0);
+        io_uring_prep_recvmsg(sqe, fd, &state.message, 0);
       break;
     }
   }
   io_uring_sqe_set_data(sqe, &op);
+}
+
+std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexcept {
+  constexpr unsigned kNeeded = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
+  if ((params.features & kNeeded) != kNeeded)
+    return std::make_error_code(std::errc::function_not_supported);
+  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
+  if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
+  bool ok = true;
+  for (int opcode :
+       {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
+        IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_ASYNC_CANCEL})
+    ok = ok && io_uring_opcode_supported(probe, opcode);
+  io_uring_free_probe(probe);
+  return ok ? std::error_code{} : std::make_error_code(std::errc::function_not_supported);
 }
 
 std::error_code UringEngine::init() {
@@ -79,10 +95,10 @@ UringEngine::~UringEngine() {
   // The pollers are stopped (by the owner's deleter, engine.hpp). Sockets still open now were
   // never closed by their owners (or closed after the pollers stopped): the engine owns their
   // descriptors, so it closes them. Exiting the rings then cancels what the kernel has in flight.
-  pool_.for_each([this](Descriptor& d) {
+  pool_.for_each([this](UringDescriptor& d) {
     std::lock_guard guard(d.lock);
     for (std::size_t i = d.accepted_head; i < d.accepted.size(); ++i)
-      ::close(static_cast<int>(d.accepted[i]));
+      close_handle(d.accepted[i]);
     d.accepted.clear();
     if (d.close_if_open()) descriptors_.fetch_sub(1, std::memory_order_relaxed);
   });
@@ -97,16 +113,16 @@ std::string UringEngine::operations() const {
 }
 
 Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
+  if (int e = posix::make_non_blocking(handle); e != 0) {
+    close_handle(handle);
+    return errno_code(e);
+  }
   auto adopted = pool_.adopt(handle, rings_.size());
   if (!adopted) return adopted;
   descriptors_.fetch_add(1, std::memory_order_relaxed);
-  Descriptor& d = *adopted->descriptor;
+  auto& d = descriptor_cast<UringDescriptor>(*adopted->descriptor);
   if (ring_of(d).multishot) {
-    int type = 0;
-    socklen_t size = sizeof type;
-    const bool stream =
-        ::getsockopt(static_cast<int>(handle), SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
-        type == SOCK_STREAM;
+    const bool stream = posix::is_stream(handle);
     std::lock_guard guard(d.lock);
     d.stream = stream;
   }
@@ -114,7 +130,10 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
 }
 
 bool UringEngine::start(Operation& op) noexcept {
-  Descriptor& d = *op.descriptor;
+  auto& d = descriptor_of<UringDescriptor>(op);
+  UringOp& state = emplace_state<UringOp>(op);
+  state.start.kind = RequestKind::start;
+  state.start.owner = &op;
   const int side = Descriptor::side(op.kind);
   Ring& ring = ring_of(d);
   if (ring.multishot && op.kind == OpKind::accept) return start_multishot_accept(ring, d, op);
@@ -123,10 +142,10 @@ bool UringEngine::start(Operation& op) noexcept {
   if (op.kind == OpKind::send || op.kind == OpKind::send_vectored) {
     {
       std::lock_guard guard(d.lock);
-      if (!admit(d, op, side)) return true;
+      if (!admit(d, op, cancelling())) return true;
       ++d.busy;  // keeps the fd open while the system call runs outside the lock
     }
-    const std::int64_t r = perform(op, d.fd);
+    const std::int64_t r = posix::perform(op, d.fd);
     bool queued = false;
     bool pushed;
     {
@@ -147,7 +166,7 @@ bool UringEngine::start(Operation& op) noexcept {
   }
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, side)) return true;
+    if (!admit(d, op, cancelling())) return true;
     queue_start(ring, d, op, side);
   }
   ring.notify();
@@ -155,7 +174,7 @@ bool UringEngine::start(Operation& op) noexcept {
 }
 
 void UringEngine::cancel(Operation& op) noexcept {
-  Descriptor& d = *op.descriptor;
+  auto& d = descriptor_of<UringDescriptor>(op);
   Ring& ring = ring_of(d);
   const int side = Descriptor::side(op.kind);
   {
@@ -168,28 +187,26 @@ void UringEngine::cancel(Operation& op) noexcept {
     if (d.closed || d.generation != op.generation || d.slot[side] != &op || d.cancel_queued[side])
       return;
     d.cancel_queued[side] = true;
-    d.cancel_link[side].kind = side == 0 ? kCancelRead : kCancelWrite;
-    ring.push(d.cancel_link[side]);
+    ring.push(d.cancel_request[side]);
   }
   ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
 }
 
 void UringEngine::close(DescriptorRef socket) noexcept {
-  Descriptor* d = socket.descriptor;
+  auto* d = &descriptor_cast<UringDescriptor>(*socket.descriptor);
   Ring& ring = ring_of(*d);
   {
     std::lock_guard guard(d->lock);
     if (d->closed || d->generation != socket.generation) return;
     d->closed = true;
     d->close_queued = true;
-    d->close_link.kind = kClose;
-    ring.push(d->close_link);
+    ring.push(d->close_request);
   }
   ring.wake_if_sleeping(&ring);
 }
 
 void UringEngine::cancel_parked() noexcept {
-  pool_.for_each([this](Descriptor& d) {
+  pool_.for_each([this](UringDescriptor& d) {
     std::lock_guard guard(d.lock);
     if (d.closed) return;  // its close request cancels its operations
     for (int side = 0; side < 2; ++side) {
@@ -198,8 +215,7 @@ void UringEngine::cancel_parked() noexcept {
       op->cancel_requested.store(true, std::memory_order_relaxed);
       if (d.cancel_queued[side]) continue;  // the queued request will see the flag
       d.cancel_queued[side] = true;
-      d.cancel_link[side].kind = side == 0 ? kCancelRead : kCancelWrite;
-      ring_of(d).push(d.cancel_link[side]);
+      ring_of(d).push(d.cancel_request[side]);
     }
   });
   for (auto& r : rings_)
@@ -224,11 +240,7 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
     r.sleeping.store(false, std::memory_order_relaxed);
   }
   io_uring_cqe* cqe = nullptr;
-  __kernel_timespec ts{};
-  if (timeout_ns >= 0) {
-    ts.tv_sec = timeout_ns / 1'000'000'000;
-    ts.tv_nsec = timeout_ns % 1'000'000'000;
-  }
+  __kernel_timespec ts = to_timespec<__kernel_timespec>(timeout_ns);
   if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
   const int e =
       io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, timeout_ns >= 0 ? &ts : nullptr, nullptr);
@@ -247,7 +259,7 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
       continue;
     }
     if ((data & 7) == kMultishotTag) {
-      auto& d = *reinterpret_cast<Descriptor*>(static_cast<std::uintptr_t>(data & ~7ull));
+      auto& d = *reinterpret_cast<UringDescriptor*>(static_cast<std::uintptr_t>(data & ~7ull));
       if (on_multishot(r, d, cqes[i]->res, cqes[i]->flags, out[count])) ++count;
       continue;
     }
@@ -281,21 +293,10 @@ std::error_code UringEngine::setup(Ring& r) {
     r.initialised = true;
     needs_enable_ = (a.flags & IORING_SETUP_R_DISABLED) != 0;
     mode_ = a.mode;
-    constexpr unsigned kNeeded = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
-    if ((params.features & kNeeded) != kNeeded)
-      return std::make_error_code(std::errc::function_not_supported);
+    if (auto missing = check_ring(r.ring, params)) return missing;
     break;
   }
   if (e < 0) return {-e, std::system_category()};
-  io_uring_probe* probe = io_uring_get_probe_ring(&r.ring);
-  if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
-  bool ok = true;
-  for (int opcode :
-       {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
-        IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_ASYNC_CANCEL})
-    ok = ok && io_uring_opcode_supported(probe, opcode);
-  io_uring_free_probe(probe);
-  if (!ok) return std::make_error_code(std::errc::function_not_supported);
   if (options().multishot) {
     // Buffer rings (5.19) come with multishot accept; multishot receive (6.0) is checked by
     // its first use (-EINVAL turns it off).
@@ -325,49 +326,34 @@ void UringEngine::on_poller_start(int poller) noexcept {
     log::error("io_uring: enabling the ring failed: {}", std::strerror(errno));
 }
 
-bool UringEngine::admit(Descriptor& d, Operation& op, int side) const noexcept {
-  if (d.closed || d.generation != op.generation ||
-      op.cancel_requested.load(std::memory_order_relaxed) || cancelling()) {
-    op.result = -ECANCELED;
-    return false;
-  }
-  if (d.slot[side] != nullptr) {
-    op.result = -EBUSY;
-    return false;
-  }
-  return true;
-}
-
-void UringEngine::queue_start(Ring& ring, Descriptor& d, Operation& op, int side) noexcept {
+void UringEngine::queue_start(Ring& ring, UringDescriptor& d, Operation& op, int side) noexcept {
   d.slot[side] = &op;
-  op.start_link.kind = kStart;
-  ring.push(op.start_link);
+  ring.push(state_of<UringOp>(op).start);
 }
 
-bool UringEngine::queue_close_if_due(Ring& ring, Descriptor& d) noexcept {
+bool UringEngine::queue_close_if_due(Ring& ring, UringDescriptor& d) noexcept {
   if (!d.closed || d.busy != 0 || d.fd_closed || d.close_queued) return false;
   d.close_queued = true;
-  d.close_link.kind = kClose;
-  ring.push(d.close_link);
+  ring.push(d.close_request);
   return true;
 }
 
 void UringEngine::drain(Ring& r) noexcept {
-  Operation::Link* list = r.incoming.exchange(nullptr, std::memory_order_acquire);
-  Operation::Link* fifo = nullptr;
+  Request* list = r.incoming.exchange(nullptr, std::memory_order_acquire);
+  Request* fifo = nullptr;
   while (list != nullptr) {  // reverse: requests in the order they were made
-    Operation::Link* next = list->next;
+    Request* next = list->next;
     list->next = fifo;
     fifo = list;
     list = next;
   }
   while (fifo != nullptr) {
-    Operation::Link* link = fifo;
+    Request* request = fifo;
     fifo = fifo->next;
-    switch (link->kind) {
-      case kStart: {
-        Operation* op = op_of_start(link);
-        Descriptor& d = *op->descriptor;
+    switch (request->kind) {
+      case RequestKind::start: {
+        auto* op = static_cast<Operation*>(request->owner);
+        auto& d = descriptor_of<UringDescriptor>(*op);
         bool refuse;
         {
           std::lock_guard guard(d.lock);
@@ -380,10 +366,10 @@ void UringEngine::drain(Ring& r) noexcept {
         }
         break;
       }
-      case kCancelRead:
-      case kCancelWrite: {
-        const int side = link->kind == kCancelRead ? 0 : 1;
-        Descriptor& d = *descriptor_of_cancel(link, side);
+      case RequestKind::cancel_read:
+      case RequestKind::cancel_write: {
+        const int side = request->kind == RequestKind::cancel_read ? 0 : 1;
+        auto& d = *static_cast<UringDescriptor*>(request->owner);
         Operation* target;
         bool claimed = false;
         {
@@ -397,7 +383,7 @@ void UringEngine::drain(Ring& r) noexcept {
           target = d.slot[side];
           if (target != nullptr && !target->cancel_requested.load(std::memory_order_relaxed))
             target = nullptr;
-          if (target != nullptr && target->stage == kParked) {  // no SQE: just take it out
+          if (target != nullptr && state_of<UringOp>(*target).parked) {  // no SQE: take it out
             d.slot[side] = nullptr;
             claimed = true;
           }
@@ -411,15 +397,15 @@ void UringEngine::drain(Ring& r) noexcept {
         }
         break;
       }
-      case kArm: {
-        Descriptor& d = *descriptor_of_arm(link);
+      case RequestKind::arm: {
+        auto& d = *static_cast<UringDescriptor*>(request->owner);
         std::lock_guard guard(d.lock);
         d.arm_queued = false;
         if (!d.closed && !d.multishot_armed) arm(r, d);
         break;
       }
-      case kClose:
-        close_now(r, *descriptor_of_close(link));
+      case RequestKind::close:
+        close_now(r, *static_cast<UringDescriptor*>(request->owner));
         break;
     }
   }
@@ -430,7 +416,7 @@ void UringEngine::finish_refused(Operation& op) noexcept {
   deliver({&event, 1});
 }
 
-void UringEngine::close_now(Ring& r, Descriptor& d) noexcept {
+void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
   Operation* pending[2];
   Handle fd = kInvalidHandle;
   bool release = false;
@@ -463,7 +449,7 @@ void UringEngine::close_now(Ring& r, Descriptor& d) noexcept {
   }
   if (claimed != nullptr) deliver_claimed(*claimed, -ECANCELED);
   for (Handle h : orphans)
-    ::close(static_cast<int>(h));
+    close_handle(h);
   for (Operation* op : pending) {
     if (op == nullptr) continue;
     io_uring_sqe* sqe = r.get_sqe();
@@ -472,7 +458,7 @@ void UringEngine::close_now(Ring& r, Descriptor& d) noexcept {
   }
   if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
   io_uring_submit(&r.ring);          // every SQE naming fd reaches the kernel before close(2)
-  ::close(static_cast<int>(fd));
+  close_handle(fd);
   descriptors_.fetch_sub(1, std::memory_order_relaxed);
   if (release) pool_.release(&d);
 }
@@ -480,7 +466,7 @@ void UringEngine::close_now(Ring& r, Descriptor& d) noexcept {
 void UringEngine::complete(const sched::Event& event, sched::Disposition) noexcept {
   auto* op = static_cast<Operation*>(event.target);
   auto* self = reinterpret_cast<UringEngine*>(static_cast<std::uintptr_t>(event.data));
-  Descriptor& d = *op->descriptor;
+  auto& d = descriptor_of<UringDescriptor>(*op);
   bool release;
   {
     std::lock_guard guard(d.lock);
@@ -492,11 +478,20 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
   op->complete(*op, event.result);
 }
 
-}  // namespace uring
+void UringEngine::backend_counters(EngineCounters& c) const noexcept {
+  c.add("submits", "io_uring_enter calls that submitted SQEs.",
+        submits_.load(std::memory_order_relaxed));
+  c.add("multishot_arms", "io_uring multishot accepts and receives armed.",
+        multishot_arms_.load(std::memory_order_relaxed));
+  c.add("buffered_reads", "Reads and accepts served from what a multishot operation had ready.",
+        buffered_reads_.load(std::memory_order_relaxed));
+}
 
-Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& scheduler,
-                                                  const EngineOptions& options, bool announce) {
-  auto engine = std::make_unique<uring::UringEngine>(scheduler, options);
+namespace {
+
+Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler, const EngineOptions& options,
+                                       bool announce) {
+  auto engine = std::make_unique<UringEngine>(scheduler, options);
   if (auto ec = engine->init()) return ec;
   if (announce)
     log::info("engine: io_uring ({}), {} poller(s), batch {}, tree {}{}; {}", engine->mode(),
@@ -504,5 +499,23 @@ Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& scheduler,
               options.inline_completions ? ", inline" : "", engine->operations());
   return std::unique_ptr<Engine>(std::move(engine));
 }
+
+// A small ring with no special set-up, checked the way setup() checks every ring. (A kernel
+// that passes this but rejects the preferred set-up flags still gets a ring: setup() falls
+// back through older set-ups.)
+std::error_code probe() noexcept {
+  io_uring ring{};
+  io_uring_params params{};
+  const int e = io_uring_queue_init_params(8, &ring, &params);
+  if (e < 0) return {-e, std::system_category()};
+  const std::error_code missing = check_ring(ring, params);
+  io_uring_queue_exit(&ring);
+  return missing;
+}
+
+}  // namespace
+}  // namespace uring
+
+const EngineEntry kUringEngine{"uring", &uring::probe, &uring::create};
 
 }  // namespace arbor::io

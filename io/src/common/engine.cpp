@@ -2,8 +2,6 @@
 // delivery of event batches as trees.
 #include "arbor/io/engine.hpp"
 
-#include <sched.h>
-
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -14,14 +12,11 @@
 #include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/event_tree.hpp"
-#include "descriptor.hpp"
+#include "common/descriptor.hpp"
+#include "common/engine_table.hpp"
+#include "common/poller_policy.hpp"
 
 namespace arbor::io {
-
-Result<std::unique_ptr<Engine>> make_epoll_engine(sched::Scheduler& s, const EngineOptions& o);
-Result<std::unique_ptr<Engine>> make_uring_engine(sched::Scheduler& s, const EngineOptions& o,
-                                                  bool announce);
-
 namespace {
 
 std::error_code invalid() {
@@ -58,48 +53,24 @@ void fire_timer(const sched::Event& event, sched::Disposition disposition) noexc
   timer->handler(event, disposition);
 }
 
-// Whether the poller may preempt the thread running on its CPU when the kernel wakes it.
-//
-// Under load, pollers and workers share cores (always, on small machines), and a poller woken
-// for every completion switches the worker out in the middle of the batch it is running:
-// measured on the pinned echo benchmark, that doubled server CPU per message. SCHED_BATCH
-// stops it: the worker finishes its batch, then the poller runs and hands over the next one.
-// But a SCHED_BATCH thread also waits for the tick (milliseconds) to get a CPU that anything
-// else is using, which turns a lightly loaded server's microseconds into milliseconds. So the
-// poller switches to SCHED_BATCH when it keeps finding a worker busy as it wakes (it would
-// preempt that worker), and back to SCHED_OTHER after a run of waits that each returned at
-// most one event (light load: nothing to batch, and latency is what matters). In batch mode
-// the poller usually runs just after the workers park, so "workers busy" is no signal there;
-// batch size is. Switching is a system call, made only on these transitions.
-class PollerPolicy {
- public:
-  void observe(bool workers_busy, std::size_t events) noexcept {
-    if (!batch_) {
-      busy_ = workers_busy ? busy_ + 1 : 0;
-      if (busy_ >= kSwitchAfter) set(true);
-    } else {
-      quiet_ = events <= 1 ? quiet_ + 1 : 0;
-      if (quiet_ >= kQuietWaits) set(false);
-    }
+// "auto, epoll or uring": the names a user may type, for error messages.
+std::string known_names() {
+  std::string names = "auto";
+  for (const EngineEntry* e : engine_table()) {
+    names += ", ";
+    names += e->name;
   }
+  return names;
+}
 
- private:
-  static constexpr int kSwitchAfter = 2;
-  static constexpr int kQuietWaits = 16;
-  void set(bool batch) noexcept {
-    sched_param param{};
-    if (::sched_setscheduler(0, batch ? SCHED_BATCH : SCHED_OTHER, &param) == 0) batch_ = batch;
-    busy_ = quiet_ = 0;
-  }
-  bool batch_ = false;
-  int busy_ = 0;
-  int quiet_ = 0;
-};
+bool known(std::string_view kind) {
+  return kind == "auto" || find_engine(kind) != nullptr;
+}
 
 }  // namespace
 
 std::error_code EngineOptions::validate() const {
-  if (kind != "auto" && kind != "epoll" && kind != "uring") return invalid();
+  if (!known(kind)) return invalid();
   if (pollers < 1 || pollers > 64) return invalid();
   if (max_batch < 1 || max_batch > 4096) return invalid();
   if (max_tree < 1 || max_tree > 4096) return invalid();
@@ -125,9 +96,8 @@ Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   }
   if (!parse_switch("ARBOR_INLINE", o.inline_completions)) return invalid();
   if (!parse_switch("ARBOR_MULTISHOT", o.multishot)) return invalid();
-  if (o.kind != "auto" && o.kind != "epoll" && o.kind != "uring") {
-    log::error("unknown engine '{}' (ARBOR_ENGINE / --engine): expected auto, epoll or uring",
-               o.kind);
+  if (!known(o.kind)) {
+    log::error("unknown engine '{}' (ARBOR_ENGINE / --engine): expected {}", o.kind, known_names());
     return invalid();
   }
   return o;
@@ -138,32 +108,42 @@ Result<EngineOptions> EngineOptions::from_env() {
 }
 
 Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, EngineOptions options) {
-  if (options.kind != "auto" && options.kind != "epoll" && options.kind != "uring") {
-    log::error("unknown engine '{}': expected auto, epoll or uring", options.kind);
+  if (!known(options.kind)) {
+    log::error("unknown engine '{}': expected {}", options.kind, known_names());
     return invalid();
   }
   if (auto ec = options.validate()) {
     log::error("invalid engine options (pollers 1..64, max_batch and max_tree 1..4096)");
     return ec;
   }
-  if (options.kind == "uring" || options.kind == "auto") {
-    auto engine = make_uring_engine(scheduler, options, /*announce=*/true);
-    if (engine || options.kind == "uring") return engine;
-    log::info("io_uring unavailable ({}); falling back to epoll", engine.error().message());
+  if (options.kind != "auto") return find_engine(options.kind)->create(scheduler, options, true);
+  std::error_code last = std::make_error_code(std::errc::function_not_supported);
+  for (const EngineEntry* e : engine_table()) {
+    if (auto why = e->probe()) {
+      log::info("{} unavailable ({}); trying the next engine", e->name, why.message());
+      last = why;
+      continue;
+    }
+    auto engine = e->create(scheduler, options, true);
+    if (engine) return engine;
+    log::info("{} failed to start ({}); trying the next engine", e->name, engine.error().message());
+    last = engine.error();
   }
-  return make_epoll_engine(scheduler, options);
+  log::error("no IO engine can run here (built: {})", known_names());
+  return last;
+}
+
+std::vector<std::string> Engine::names() {
+  std::vector<std::string> names;
+  for (const EngineEntry* e : engine_table())
+    names.emplace_back(e->name);
+  return names;
 }
 
 std::vector<std::string> Engine::available() {
   std::vector<std::string> names;
-  sched::SchedulerOptions one;
-  one.workers = 1;
-  sched::Scheduler probe(one);
-  EngineOptions o;
-  o.kind = "uring";
-  if (make_uring_engine(probe, o, /*announce=*/false)) names.emplace_back("uring");
-  names.emplace_back("epoll");
-  probe.stop();
+  for (const EngineEntry* e : engine_table())
+    if (!e->probe()) names.emplace_back(e->name);
   return names;
 }
 
@@ -262,7 +242,7 @@ void Engine::run_poller(int poller) noexcept {
   const std::size_t timer_room = poller == 0 ? k : 0;
   std::vector<sched::Event> events(k + timer_room);
   std::vector<Timer*> fired(timer_room);
-  PollerPolicy policy;
+  PollerPolicy policy;  // platform-specific (common/poller_policy.hpp)
   on_poller_start(poller);
   while (!stopping()) {
     std::int64_t timeout = -1;
@@ -299,12 +279,10 @@ EngineCounters Engine::counters() const noexcept {
   c.events = events_.load(std::memory_order_relaxed);
   c.trees = trees_.load(std::memory_order_relaxed);
   c.largest_batch = largest_.load(std::memory_order_relaxed);
-  c.submits = submits_.load(std::memory_order_relaxed);
   c.wakes = wakes_.load(std::memory_order_relaxed);
-  c.multishot_arms = multishot_arms_.load(std::memory_order_relaxed);
-  c.buffered_reads = buffered_reads_.load(std::memory_order_relaxed);
   c.descriptors = descriptors_.load(std::memory_order_relaxed);
   c.timers = timers_.size();
+  backend_counters(c);
   return c;
 }
 

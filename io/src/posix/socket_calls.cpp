@@ -1,5 +1,7 @@
-// The non-blocking system call behind each operation kind (Linux). Readiness engines call it
-// first speculatively and then again on every readiness; io_uring uses it for speculative sends.
+// The non-blocking system call behind each operation kind. Readiness engines call it first
+// speculatively and then again on every readiness; io_uring uses it for speculative sends.
+#include "socket_calls.hpp"
+
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
@@ -7,9 +9,7 @@
 
 #include <cerrno>
 
-#include "descriptor.hpp"
-
-namespace arbor::io {
+namespace arbor::io::posix {
 
 static_assert(sizeof(ConstBuffer) == sizeof(iovec) && alignof(ConstBuffer) == alignof(iovec));
 
@@ -18,11 +18,14 @@ namespace {
 std::int64_t error_result() noexcept {
   return -static_cast<std::int64_t>(errno);
 }
-constexpr int kSendFlags = MSG_NOSIGNAL | MSG_DONTWAIT;
+constexpr int kSendNow = kSendFlags | MSG_DONTWAIT;
 
-std::int64_t connect_step(Operation& op, int fd) noexcept {
-  if (op.stage == 0) {
-    op.stage = 1;
+}  // namespace
+
+std::int64_t connect_step(const Operation& op, Handle handle, bool& started) noexcept {
+  const int fd = static_cast<int>(handle);
+  if (!started) {
+    started = true;
     if (::connect(fd, static_cast<const sockaddr*>(op.address->native()),
                   op.address->native_size()) == 0)
       return 0;
@@ -38,8 +41,6 @@ std::int64_t connect_step(Operation& op, int fd) noexcept {
   return error == 0 ? 0 : -static_cast<std::int64_t>(error);
 }
 
-}  // namespace
-
 std::int64_t perform(Operation& op, Handle handle) noexcept {
   const int fd = static_cast<int>(handle);
   ssize_t r = -1;
@@ -48,23 +49,23 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
       r = ::recv(fd, op.data, op.size, MSG_DONTWAIT);
       break;
     case OpKind::send:
-      r = ::send(fd, op.data, op.size, kSendFlags);
+      r = ::send(fd, op.data, op.size, kSendNow);
       break;
     case OpKind::send_vectored: {
       msghdr m{};
       m.msg_iov = static_cast<iovec*>(op.data);
       m.msg_iovlen = op.size;
-      r = ::sendmsg(fd, &m, kSendFlags);
+      r = ::sendmsg(fd, &m, kSendNow);
       break;
     }
     case OpKind::accept: {
       socklen_t len = Address::capacity();
       sockaddr* addr = op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr;
-      r = ::accept4(fd, addr, addr ? &len : nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+      r = ::accept4(fd, addr, addr ? &len : nullptr, kAcceptFlags);
       break;
     }
     case OpKind::connect:
-      return connect_step(op, fd);
+      return -EINVAL;  // connect_step()
     case OpKind::receive_from: {
       socklen_t len = Address::capacity();
       r = ::recvfrom(fd, op.data, op.size, MSG_DONTWAIT,
@@ -73,7 +74,7 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
       break;
     }
     case OpKind::send_to:
-      r = ::sendto(fd, op.data, op.size, kSendFlags,
+      r = ::sendto(fd, op.data, op.size, kSendNow,
                    static_cast<const sockaddr*>(op.address->native()), op.address->native_size());
       break;
   }
@@ -84,6 +85,20 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
   return r;
 }
 
+bool is_stream(Handle fd) noexcept {
+  int type = 0;
+  socklen_t size = sizeof type;
+  return ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
+         type == SOCK_STREAM;
+}
+
+int peer_into(Handle fd, Address& address) noexcept {
+  auto size = static_cast<socklen_t>(Address::capacity());
+  if (::getpeername(static_cast<int>(fd), static_cast<sockaddr*>(address.native()), &size) != 0)
+    return -errno;
+  return 0;
+}
+
 int make_non_blocking(Handle handle) noexcept {
   const int fd = static_cast<int>(handle);
   const int flags = ::fcntl(fd, F_GETFL);
@@ -91,4 +106,4 @@ int make_non_blocking(Handle handle) noexcept {
   return 0;
 }
 
-}  // namespace arbor::io
+}  // namespace arbor::io::posix

@@ -1,0 +1,29 @@
+#include "common/engine_table.hpp"
+
+namespace arbor::io {
+namespace {
+
+// CMake defines ARBOR_IO_<ENGINE> for each backend it builds on this platform.
+constexpr const EngineEntry* kEngines[] = {
+#if ARBOR_IO_URING
+    &kUringEngine,
+#endif
+#if ARBOR_IO_EPOLL
+    &kEpollEngine,
+#endif
+    nullptr,  // keeps the array non-empty on a platform with no engine yet
+};
+
+}  // namespace
+
+std::span<const EngineEntry* const> engine_table() noexcept {
+  return {kEngines, std::size(kEngines) - 1};
+}
+
+const EngineEntry* find_engine(std::string_view name) noexcept {
+  for (const EngineEntry* e : engine_table())
+    if (e->name == name) return e;
+  return nullptr;
+}
+
+}  // namespace arbor::io

@@ -1,0 +1,38 @@
+// The POSIX socket calls the readiness and completion engines share, behind small functions,
+// so the engine files hold engine logic and the platform spelling lives here (posix/).
+//
+// Every function is non-blocking and reports failure as -errno (never throws, never sets
+// anything but errno).
+#pragma once
+
+#include <sys/socket.h>
+
+#include <cstdint>
+
+#include "arbor/io/operation.hpp"
+
+namespace arbor::io::posix {
+
+/// Flags for every send: a closed peer is an EPIPE error, not a process-killing SIGPIPE.
+inline constexpr int kSendFlags = MSG_NOSIGNAL;
+/// Flags for every accepted socket: non-blocking, closed on exec.
+inline constexpr int kAcceptFlags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+
+/// Makes `fd` non-blocking; 0 or -errno.
+int make_non_blocking(Handle fd) noexcept;
+
+/// Runs op's system call once without blocking: >= 0 or -errno (-EAGAIN: would block). For
+/// every kind but connect, which has progress of its own (connect_step).
+std::int64_t perform(Operation& op, Handle fd) noexcept;
+
+/// One step of a non-blocking connect: the first call (started == false) issues connect(2)
+/// and sets `started`; later calls, after writability, report how it ended. -EAGAIN: not yet.
+std::int64_t connect_step(const Operation& op, Handle fd, bool& started) noexcept;
+
+/// Whether `fd` is a stream (SOCK_STREAM) socket.
+bool is_stream(Handle fd) noexcept;
+
+/// The peer address of a freshly accepted `fd`, written to `address`: 0 or -errno.
+int peer_into(Handle fd, Address& address) noexcept;
+
+}  // namespace arbor::io::posix
