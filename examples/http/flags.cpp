@@ -70,7 +70,7 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
       if (probe.validate()) {
         std::string names = "auto";
         for (const auto& n : io::Engine::names())
-          names += ", " + n;
+          names.append(", ").append(n);
         return bad + " (" + names + ")";
       }
       f.runtime.engine.kind = value;

@@ -41,13 +41,13 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
   arbor::example::Routes routes(rt);
   auto server = arbor::http::Server::bind(rt, flags.server, std::ref(routes));
   if (!server) {
-    arbor::log::error("http: cannot listen on {}: {}", flags.server.listen.to_string(),
+    arbor::io::log::error("http: cannot listen on {}: {}", flags.server.listen.to_string(),
                       server.error().message());
     co_return 1;
   }
   routes.attach(**server);
   const std::string address = (*server)->local_address().to_string();
-  arbor::log::info("http: engine {}, {} workers, listening on http://{}", rt.engine().name(),
+  arbor::io::log::info("http: engine {}, {} workers, listening on http://{}", rt.engine().name(),
                    rt.scheduler().workers(), address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);

@@ -8,7 +8,7 @@
 #include "arbor/http/date.hpp"
 #include "arbor/io/log.hpp"
 #include "arbor/io/socket.hpp"
-#include "arbor/io/timer_queue.hpp"
+#include "arbor/io/timer.hpp"
 
 namespace arbor::http {
 namespace {
@@ -165,7 +165,7 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
           stream.error() == std::errc::operation_canceled ||
           stream.error() == std::errc::bad_file_descriptor)
         break;
-      log::warn("http: accept failed: {}", stream.error().message());
+      io::log::warn("http: accept failed: {}", stream.error().message());
       continue;  // TcpListener already backs off on descriptor exhaustion
     }
     if (active_.load(std::memory_order_relaxed) >= options_.max_connections) {

@@ -51,7 +51,7 @@ Result<RuntimeOptions> RuntimeOptions::from_env() {
     int n = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
     if (ec != std::errc{} || end != s.data() + s.size() || n < 1 || n > 1024) {
-      log::error("ARBOR_WORKERS='{}' is not a number in 1..1024", v);
+      io::log::error("ARBOR_WORKERS='{}' is not a number in 1..1024", v);
       return std::make_error_code(std::errc::invalid_argument);
     }
     o.scheduler.workers = n;
@@ -120,7 +120,7 @@ void Runtime::shutdown() noexcept {
       return live_.load(std::memory_order_acquire) == 0;
     });
     if (!finished)
-      log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
+      io::log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
                 live_.load(), options_.shutdown_timeout.count());
   }
   engine_->stop();
@@ -156,9 +156,9 @@ void report_unobserved(const std::exception_ptr& error) noexcept {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    log::error("a detached task ended with an exception nobody joined: {}", e.what());
+    io::log::error("a detached task ended with an exception nobody joined: {}", e.what());
   } catch (...) {
-    log::error("a detached task ended with a non-standard exception nobody joined");
+    io::log::error("a detached task ended with a non-standard exception nobody joined");
   }
 }
 }  // namespace detail

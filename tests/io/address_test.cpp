@@ -1,4 +1,4 @@
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 
 #include <gtest/gtest.h>
 

@@ -461,7 +461,7 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
   // buffer. Meet them here, through the same calls, while descriptors are still available.
   const std::error_code warm(EMFILE, std::system_category());
   EXPECT_STRNE(warm.category().name(), "");
-  arbor::log::warn("(test warm-up) accept: {}; backing off until descriptors are free",
+  arbor::io::log::warn("(test warm-up) accept: {}; backing off until descriptors are free",
                    warm.message());
   rlimit original{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);

@@ -190,7 +190,7 @@ Task<int> throws_logic_error() {
 TEST_P(RuntimeSeams, DetachedTaskExceptionIsLoggedAndCountedOnce) {
   std::ostringstream captured;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto& logger = log::logger();
+  auto& logger = io::log::logger();
   logger.sinks().push_back(sink);  // before any runtime thread exists
   const std::uint64_t before = unobserved_task_exceptions();
   {

@@ -15,6 +15,7 @@
 #include "common/descriptor.hpp"
 #include "common/engine_table.hpp"
 #include "common/poller_policy.hpp"
+#include "common/timer_queue.hpp"
 
 namespace arbor::io {
 namespace {
@@ -148,7 +149,10 @@ std::vector<std::string> Engine::available() {
 }
 
 Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
-    : scheduler_(scheduler), options_(std::move(options)), pool_(options_.max_batch * 2) {}
+    : scheduler_(scheduler),
+      options_(std::move(options)),
+      pool_(options_.max_batch * 2),
+      timers_(std::make_unique<TimerQueue>()) {}
 
 Engine::~Engine() {
   if (!pollers_.empty()) {
@@ -193,13 +197,13 @@ void Engine::stop() noexcept {
 }
 
 bool Engine::add_timer(Timer& timer) {
-  const auto added = timers_.add(timer);
+  const auto added = timers_->add(timer);
   if (added == TimerQueue::Added::queued_earliest) wake(0);
   return added != TimerQueue::Added::cancelled;
 }
 
 void Engine::cancel_timer(Timer& timer) noexcept {
-  if (!timers_.cancel(timer)) return;  // already fired (or never queued): it completes once
+  if (!timers_->cancel(timer)) return;  // already fired (or never queued): it completes once
   const sched::Event event{&fire_timer, &timer, -ECANCELED, 0};
   deliver({&event, 1});
 }
@@ -210,7 +214,7 @@ void Engine::cancel_all() noexcept {
   // Shutdown path: allocating here is fine (and if it fails, the timers fire at their time).
   try {
     std::vector<Timer*> timers;
-    timers_.cancel_all(timers);
+    timers_->cancel_all(timers);
     std::vector<sched::Event> events;
     events.reserve(timers.size());
     for (Timer* t : timers)
@@ -251,7 +255,7 @@ void Engine::run_poller(int poller) noexcept {
       // arm() records the deadline this wait sleeps towards under the heap's lock, so a timer
       // added later with an earlier one wakes us (add_timer) and none is slept through; a
       // deadline already past makes the wait a poll.
-      deadline = timers_.arm();
+      deadline = timers_->arm();
       if (deadline != std::numeric_limits<std::int64_t>::max())
         timeout = std::max<std::int64_t>(0, deadline - now_ns());
     }
@@ -263,7 +267,7 @@ void Engine::run_poller(int poller) noexcept {
     if (deadline != std::numeric_limits<std::int64_t>::max()) {
       const std::int64_t now = now_ns();
       const std::size_t t =
-          deadline <= now ? timers_.pop_expired(now, fired.data(), timer_room) : 0;
+          deadline <= now ? timers_->pop_expired(now, fired.data(), timer_room) : 0;
       for (std::size_t i = 0; i < t; ++i)
         events[n++] = {&fire_timer, fired[i], 0, 0};
     }
@@ -281,7 +285,7 @@ EngineCounters Engine::counters() const noexcept {
   c.largest_batch = largest_.load(std::memory_order_relaxed);
   c.wakes = wakes_.load(std::memory_order_relaxed);
   c.descriptors = descriptors_.load(std::memory_order_relaxed);
-  c.timers = timers_.size();
+  c.timers = timers_->size();
   backend_counters(c);
   return c;
 }

@@ -5,7 +5,7 @@
 #include <cstdlib>
 #include <string_view>
 
-namespace arbor::log {
+namespace arbor::io::log {
 
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = [] {
@@ -25,4 +25,4 @@ spdlog::logger& logger() {
   return *instance;
 }
 
-}  // namespace arbor::log
+}  // namespace arbor::io::log

@@ -1,4 +1,4 @@
-#include "arbor/io/timer_queue.hpp"
+#include "common/timer_queue.hpp"
 
 #include <chrono>
 #include <limits>

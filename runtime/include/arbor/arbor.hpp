@@ -1,8 +1,8 @@
 // arbor: everything a program needs, in one include.
 #pragma once
 
-#include "arbor/io/address.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/address.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/buffer.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/join_handle.hpp"

@@ -31,13 +31,14 @@
 #include <vector>
 
 #include "arbor/io/operation.hpp"
-#include "arbor/io/result.hpp"
-#include "arbor/io/timer_queue.hpp"
+#include "arbor/io/timer.hpp"
+#include "arbor/result.hpp"
 #include "arbor/sched/event_pool.hpp"
 #include "arbor/sched/scheduler.hpp"
 
 namespace arbor::io {
 class Engine;
+class TimerQueue;
 struct EngineTestAccess;
 }  // namespace arbor::io
 
@@ -212,7 +213,7 @@ class Engine {
   sched::Scheduler& scheduler_;
   const EngineOptions options_;
   sched::EventPool pool_;
-  TimerQueue timers_;
+  const std::unique_ptr<TimerQueue> timers_;  // private to io (common/timer_queue.hpp)
   std::vector<std::thread> pollers_;
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};

@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 
 namespace arbor::io {
 

@@ -5,9 +5,9 @@
 // non-blocking and close-on-exec.
 #pragma once
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 #include "arbor/io/operation.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 
 namespace arbor::io {
 

@@ -11,9 +11,9 @@
 #include <atomic>
 #include <cstdint>
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 
 namespace arbor::detail {
 

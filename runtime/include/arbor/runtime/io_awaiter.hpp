@@ -20,7 +20,7 @@
 
 #include "arbor/io/engine.hpp"
 #include "arbor/io/operation.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/task.hpp"
 
 namespace arbor::detail {

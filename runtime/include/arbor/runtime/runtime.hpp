@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/runtime/join_handle.hpp"
 #include "arbor/runtime/task.hpp"

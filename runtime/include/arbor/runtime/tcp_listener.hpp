@@ -12,9 +12,9 @@
 // task (or closing the listener) ends a pending accept with operation_canceled.
 #pragma once
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/tcp_stream.hpp"
 

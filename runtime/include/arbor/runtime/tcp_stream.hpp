@@ -16,9 +16,9 @@
 #include <optional>
 #include <span>
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/io_awaiter.hpp"
 #include "arbor/runtime/task.hpp"

@@ -1,6 +1,6 @@
 // Timers for tasks: sleep_for, sleep_until, with_timeout.
 //
-// All three use the runtime engine's TimerQueue (a heap; see io/timer_queue.hpp for why) and
+// All three use the runtime engine's TimerQueue (a heap; see io/src/common/timer_queue.hpp for why) and
 // honour the task's stop_token: a cancelled sleep completes at once with operation_canceled.
 // Guarantees are "not before": a sleep never ends before its deadline (unless cancelled), and
 // timers with earlier deadlines fire no later than those with later ones.
@@ -13,7 +13,7 @@
 #include <stop_token>
 
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/runtime.hpp"

@@ -8,9 +8,9 @@
 
 #include <span>
 
-#include "arbor/io/address.hpp"
+#include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/io_awaiter.hpp"
 

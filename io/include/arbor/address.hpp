@@ -1,4 +1,5 @@
-// Address: an IPv4 or IPv6 socket address, a small copyable value.
+// Address: an IPv4 or IPv6 socket address, a small copyable value (namespace arbor: users name
+// it directly; the io layer defines it).
 //
 // Text forms: "1.2.3.4:80", "[::1]:80". parse() never resolves names (no DNS on the IO path);
 // bad text is a clear error (std::errc::invalid_argument), never a crash.
@@ -8,7 +9,7 @@
 #include <string>
 #include <string_view>
 
-#include "arbor/io/result.hpp"
+#include "arbor/result.hpp"
 
 namespace arbor {
 

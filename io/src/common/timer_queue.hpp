@@ -8,6 +8,7 @@
 // and is reused after that, so steady state does not allocate.
 //
 // Thread-safe (one mutex): timers are added and cancelled from workers and fired by poller 0.
+// Private to io: the Engine owns one; users hold Timers and go through Engine::add_timer().
 #pragma once
 
 #include <cstddef>
@@ -15,23 +16,9 @@
 #include <mutex>
 #include <vector>
 
-#include "arbor/sched/event_pool.hpp"
+#include "arbor/io/timer.hpp"
 
 namespace arbor::io {
-
-/// Monotonic clock in nanoseconds (std::chrono::steady_clock).
-std::int64_t now_ns() noexcept;
-
-/// A pending timer, owned by the waiter. `handler` is delivered as an Event with target = this
-/// and result 0 when it fires, or -ECANCELED when it is cancelled.
-struct Timer {
-  std::int64_t deadline_ns = 0;
-  sched::Event::Handler handler = nullptr;
-  void* context = nullptr;
-  std::size_t heap_index = kNotQueued;
-  bool cancelled = false;  // guarded by the queue's lock; a cancelled timer is never queued
-  static constexpr std::size_t kNotQueued = ~std::size_t{0};
-};
 
 class TimerQueue {
  public:
