@@ -1,88 +1,17 @@
+// Server: the accept loop, the sweeper, the graceful drain, and serve(), which runs one
+// connection's steps (connection.hpp). Invariant: every Watch on the list belongs to a
+// connection whose coroutine is still running, so the sweeper and shutdown() may touch it
+// under connections_mutex_.
 #include "arbor/http/server.hpp"
 
 #include <algorithm>
-#include <charconv>
-#include <cstring>
-#include <limits>
 
-#include "arbor/http/date.hpp"
 #include "arbor/io/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/io/timer.hpp"
+#include "connection.hpp"
 
 namespace arbor::http {
-namespace {
-
-constexpr std::size_t kOutCapacity = 16 * 1024;
-constexpr std::size_t kScratchCapacity = 16 * 1024;
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-constexpr std::int64_t kLingerNs = 2'000'000'000;  // reading leftovers after an error reply
-constexpr std::size_t kLingerBytes = 1 << 20;
-
-// A fixed-capacity byte sink; callers check room() first.
-struct Output {
-  char* data;
-  std::size_t capacity;
-  std::size_t size = 0;
-
-  std::size_t room() const noexcept { return capacity - size; }
-  void put(std::string_view s) noexcept {
-    std::memcpy(data + size, s.data(), s.size());
-    size += s.size();
-  }
-  void put_number(std::uint64_t n) noexcept {
-    const auto r = std::to_chars(data + size, data + capacity, n);
-    size = static_cast<std::size_t>(r.ptr - data);
-  }
-};
-
-// An upper bound on the head write_head() produces.
-std::size_t head_bound(const Reply& r, std::string_view server_name) noexcept {
-  return 160 + server_name.size() + r.content_type.size() + r.allow.size() + kDateSize;
-}
-
-void write_head(Output& out, const Reply& r, std::size_t body_size, bool keep_alive,
-                int version_minor, std::string_view server_name, std::string_view date) noexcept {
-  out.put("HTTP/1.1 ");
-  out.put_number(static_cast<std::uint64_t>(r.status));
-  out.put(" ");
-  out.put(reason_phrase(r.status));
-  out.put("\r\nServer: ");
-  out.put(server_name);
-  out.put("\r\nDate: ");
-  out.put(date);
-  if (!r.content_type.empty()) {
-    out.put("\r\nContent-Type: ");
-    out.put(r.content_type);
-  }
-  out.put("\r\nContent-Length: ");
-  out.put_number(body_size);
-  if (!r.allow.empty()) {
-    out.put("\r\nAllow: ");
-    out.put(r.allow);
-  }
-  if (!keep_alive)
-    out.put("\r\nConnection: close");
-  else if (version_minor == 0)
-    out.put("\r\nConnection: keep-alive");
-  out.put("\r\n\r\n");
-}
-
-std::span<const std::byte> bytes(const char* p, std::size_t n) noexcept {
-  return {reinterpret_cast<const std::byte*>(p), n};
-}
-
-}  // namespace
-
-// One live connection, as the sweeper sees it. Lives in the connection's coroutine frame.
-struct Server::Connection {
-  Connection* prev = nullptr;
-  Connection* next = nullptr;
-  io::Handle fd = io::kInvalidHandle;
-  std::atomic<std::int64_t> deadline{kNever};
-  bool cut = false;      // shut down by the sweeper (guarded by connections_mutex_)
-  bool drained = false;  // reads shut down by shutdown() (guarded by connections_mutex_)
-};
 
 Result<std::unique_ptr<Server>> Server::bind(Runtime& runtime, ServerOptions options,
                                              Handler handler) {
@@ -122,25 +51,25 @@ ServerCounters Server::counters() const noexcept {
   return c;
 }
 
-void Server::enlist(Connection& c) noexcept {
+void Server::enlist(Watch& w) noexcept {
   std::lock_guard guard(connections_mutex_);
-  c.next = connections_;
-  if (connections_ != nullptr) connections_->prev = &c;
-  connections_ = &c;
+  w.next = connections_;
+  if (connections_ != nullptr) connections_->prev = &w;
+  connections_ = &w;
   // A connection accepted as shutdown() ran gets its reads shut down here, under the same lock.
   if (draining_.load(std::memory_order_relaxed)) {
-    c.drained = true;
-    (void)io::shutdown(c.fd, io::ShutdownHow::read);
+    w.drained = true;
+    (void)io::shutdown(w.fd, io::ShutdownHow::read);
   }
 }
 
-void Server::delist(Connection& c) noexcept {
+void Server::delist(Watch& w) noexcept {
   std::lock_guard guard(connections_mutex_);
-  if (c.prev != nullptr)
-    c.prev->next = c.next;
+  if (w.prev != nullptr)
+    w.prev->next = w.next;
   else
-    connections_ = c.next;
-  if (c.next != nullptr) c.next->prev = c.prev;
+    connections_ = w.next;
+  if (w.next != nullptr) w.next->prev = w.prev;
 }
 
 void Server::shutdown() noexcept {
@@ -149,7 +78,7 @@ void Server::shutdown() noexcept {
   // Shutting down the read side lets each connection read what its client already sent,
   // then see end of stream: it answers every complete request and closes.
   std::lock_guard guard(connections_mutex_);
-  for (Connection* c = connections_; c != nullptr; c = c->next) {
+  for (Watch* c = connections_; c != nullptr; c = c->next) {
     if (c->drained || c->cut) continue;
     c->drained = true;
     (void)io::shutdown(c->fd, io::ShutdownHow::read);
@@ -194,7 +123,7 @@ Task<void> Server::sweep() {
     if (!co_await sleep_for(period)) co_return;  // cancelled: the server or runtime stops
     const std::int64_t now = io::now_ns();
     std::lock_guard guard(connections_mutex_);
-    for (Connection* c = connections_; c != nullptr; c = c->next) {
+    for (Watch* c = connections_; c != nullptr; c = c->next) {
       if (c->cut || c->deadline.load(std::memory_order_relaxed) > now) continue;
       c->cut = true;
       timeouts_.fetch_add(1, std::memory_order_relaxed);
@@ -204,139 +133,18 @@ Task<void> Server::sweep() {
 }
 
 Task<void> Server::serve(TcpStream stream) {
-  Connection self;
-  self.fd = stream.native_handle();
-  enlist(self);
-  struct Leave {
-    Server& server;
-    Connection& self;
-    ~Leave() {
-      server.delist(self);
-      server.active_.fetch_sub(1, std::memory_order_release);
-    }
-  } leave{*this, self};
-
-  const Limits& limits = options_.limits;
-  const std::size_t in_capacity = std::max<std::size_t>(limits.max_head + 1024, 16 * 1024);
-  const std::unique_ptr<char[]> memory(
-      new (std::nothrow) char[in_capacity + kOutCapacity + kScratchCapacity]);
-  if (!memory) co_return;
-  char* const in = memory.get();
-  Output out{in + in_capacity, kOutCapacity};
-  const std::span<char> scratch(in + in_capacity + kOutCapacity, kScratchCapacity);
-  const std::int64_t header_ns = options_.header_timeout.count() * 1'000'000;
-  const std::int64_t idle_ns = options_.idle_timeout.count() * 1'000'000;
-
-  RequestParser parser(limits);
-  std::size_t begin = 0, end = 0;
-  std::uint64_t discard = 0;         // body bytes still to skip
-  std::int64_t request_started = 0;  // when the current partial request began (0: none)
-  bool closing = false;              // answer what is queued, then close
-  bool failed = false;               // an error reply: linger before closing
-
+  Connection c(*this, stream);  // listed with the sweeper until it goes out of scope
+  if (!c.ok()) co_return;
   for (;;) {
-    std::uint64_t answered = 0;
-    // One clock read per batch, not per response. Copied, not viewed: the thread-local cache
-    // belongs to the thread we are on now, and a write below may resume us on another.
-    char date[kDateSize];
-    std::memcpy(date, http_date().data(), kDateSize);
-    while (!closing) {
-      if (discard > 0) {
-        const std::size_t n =
-            static_cast<std::size_t>(std::min<std::uint64_t>(discard, end - begin));
-        begin += n;
-        discard -= n;
-        if (discard > 0) break;
-      }
-      if (begin == end) break;
-      const auto status = parser.parse({in + begin, end - begin});
-      if (status == RequestParser::Status::incomplete) break;
-      Reply reply;
-      bool keep_alive = false;
-      int version_minor = 1;
-      bool head_only = false;
-      if (status == RequestParser::Status::error) {
-        parse_errors_.fetch_add(1, std::memory_order_relaxed);
-        reply.status = parser.error_status();
-        reply.body = reason_phrase(reply.status);
-        closing = failed = true;
-      } else {
-        const Request& request = parser.request();
-        keep_alive = request.keep_alive;
-        version_minor = request.version_minor;
-        head_only = request.method == "HEAD";
-        try {
-          reply = handler_(request, scratch);
-        } catch (...) {  // a handler bug costs its request, not the connection's neighbours
-          reply = {500, "text/plain", reason_phrase(500), {}};
-        }
-        begin += parser.head_size();
-        discard = request.content_length;
-        request_started = 0;
-        closing = !keep_alive;
-        parser.reset();
-      }
-      ++answered;
-      if (head_bound(reply, options_.server_name) > kOutCapacity / 2)  // absurd header values
-        reply = {500, "text/plain", reason_phrase(500), {}};
-      const std::size_t body_size = head_only ? 0 : reply.body.size();
-      const std::size_t bound = head_bound(reply, options_.server_name);
-      if (out.room() < bound + body_size && out.size > 0) {
-        if (!co_await stream.write_all(bytes(out.data, out.size))) co_return;
-        out.size = 0;
-      }
-      write_head(out, reply, reply.body.size(), keep_alive, version_minor, options_.server_name,
-                 {date, kDateSize});
-      if (out.room() >= body_size) {
-        out.put(reply.body.substr(0, body_size));
-      } else {  // a body larger than the buffer goes out straight from where it is
-        const io::ConstBuffer parts[2] = {{out.data, out.size}, {reply.body.data(), body_size}};
-        if (!co_await stream.write_all(std::span<const io::ConstBuffer>(parts))) co_return;
-        out.size = 0;
-      }
-    }
-    if (answered > 0) requests_.fetch_add(answered, std::memory_order_relaxed);
-    if (out.size > 0) {  // the responses to one read, in one write
-      if (!co_await stream.write_all(bytes(out.data, out.size))) co_return;
-      out.size = 0;
-    }
-    if (closing) break;
-
-    if (begin == end) {
-      begin = end = 0;
-    } else if (begin > 0) {
-      std::memmove(in, in + begin, end - begin);
-      end -= begin;
-      begin = 0;
-    }
-    const std::int64_t now = io::now_ns();
-    if (discard > 0) {
-      self.deadline.store(now + idle_ns, std::memory_order_relaxed);
-    } else if (end > 0) {
-      if (request_started == 0) request_started = now;
-      self.deadline.store(request_started + header_ns, std::memory_order_relaxed);
-    } else {
-      self.deadline.store(now + idle_ns, std::memory_order_relaxed);
-    }
-    auto n =
-        co_await stream.read_some(std::as_writable_bytes(std::span(in + end, in_capacity - end)));
-    if (!n || *n == 0) co_return;  // peer closed, reset, timed out or drained
-    end += *n;
+    while (c.parse())
+      while (!c.respond())  // no room for the reply: an early write, then it goes on
+        if (!co_await c.write()) co_return;
+    if (c.has_output() && !co_await c.write()) co_return;  // the responses to one read, at once
+    if (c.closing()) break;
+    c.deadline();
+    if (!co_await c.read()) co_return;  // peer closed, reset, timed out or drained
   }
-
-  if (failed) {
-    // Closing with unread request bytes makes the kernel send a reset, which can destroy the
-    // error reply before the client reads it. Half-close and read what is left first (bounded
-    // in bytes, and in time by the sweeper).
-    (void)stream.shutdown_write();
-    self.deadline.store(io::now_ns() + kLingerNs, std::memory_order_relaxed);
-    std::size_t skipped = 0;
-    while (skipped < kLingerBytes) {
-      auto n = co_await stream.read_some(std::as_writable_bytes(std::span(in, in_capacity)));
-      if (!n || *n == 0) break;
-      skipped += *n;
-    }
-  }
+  if (c.failed()) co_await c.linger();
 }
 
 }  // namespace arbor::http

@@ -66,6 +66,52 @@ TEST(HttpServerApi, HandlerMistakesBecome500AndTheServerCarriesOn) {
   EXPECT_EQ((*server)->counters().connections_active, 0u);
 }
 
+// Bodies larger than the output buffer, and replies that do not fit in what is left of it, in
+// one pipelined batch: each must arrive whole, in order, and a HEAD must carry no body.
+TEST(HttpServerApi, RepliesLargerThanTheOutputBufferArriveWholeAndInOrder) {
+  Runtime rt;
+  const std::string big(40'000, 'b'), mid(10'000, 'm');
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  auto server = Server::bind(rt, options, [&](const Request& r, std::span<char>) -> Reply {
+    if (r.target == "/big") return {200, "text/plain", big, {}};
+    if (r.target == "/mid") return {200, "text/plain", mid, {}};
+    return {200, "text/plain", "small", {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->local_address().port();
+  auto running = rt.spawn((*server)->run());
+  const struct {
+    const char* method;
+    const char* target;
+    const std::string& body;  // what a GET gets
+  } requests[] = {{"GET", "/mid", mid}, {"GET", "/mid", mid},       {"HEAD", "/big", big},
+                  {"GET", "/big", big}, {"GET", "/small", "small"}, {"GET", "/mid", mid}};
+  std::string pipeline;
+  for (const auto& q : requests)
+    pipeline += std::string(q.method) + " " + q.target + " HTTP/1.1\r\nHost: h\r\n\r\n";
+  pipeline.insert(pipeline.size() - 2, "Connection: close\r\n");
+  const std::string reply = round_trip(port, pipeline);
+  std::size_t at = 0;
+  for (const auto& q : requests) {
+    const std::size_t head_end = reply.find("\r\n\r\n", at);
+    ASSERT_NE(head_end, std::string::npos) << q.target;
+    const std::string head = reply.substr(at, head_end + 4 - at);
+    EXPECT_EQ(head.substr(0, 15), "HTTP/1.1 200 OK") << q.target;
+    EXPECT_NE(head.find("\r\nContent-Length: " + std::to_string(q.body.size()) + "\r\n"),
+              std::string::npos)
+        << head;
+    at = head_end + 4;
+    if (std::string_view(q.method) == "HEAD") continue;
+    EXPECT_EQ(reply.compare(at, q.body.size(), q.body), 0) << q.target;
+    at += q.body.size();
+  }
+  EXPECT_EQ(at, reply.size());
+  (*server)->shutdown();
+  running.join_blocking();
+  EXPECT_EQ((*server)->counters().requests, 6u);
+}
+
 TEST(HttpServerApi, BindRefusesBadOptions) {
   Runtime rt;
   auto handler = [](const Request&, std::span<char>) { return Reply{200, "text/plain", "", {}}; };

@@ -92,12 +92,13 @@ class Server {
   ServerCounters counters() const noexcept;
 
  private:
-  struct Connection;
+  class Connection;
+  struct Watch;
   Server(Runtime& runtime, ServerOptions options, Handler handler, TcpListener listener);
   Task<void> serve(TcpStream stream);
   Task<void> sweep();
-  void enlist(Connection& c) noexcept;
-  void delist(Connection& c) noexcept;
+  void enlist(Watch& w) noexcept;
+  void delist(Watch& w) noexcept;
 
   Runtime& runtime_;
   ServerOptions options_;
@@ -111,7 +112,7 @@ class Server {
   std::atomic<std::uint64_t> parse_errors_{0};
   std::atomic<std::uint64_t> timeouts_{0};
   std::mutex connections_mutex_;  // guards the list below and each listed socket's liveness
-  Connection* connections_ = nullptr;
+  Watch* connections_ = nullptr;
   std::stop_source sweeper_stop_;
   TaskContext sweeper_context_;
 };

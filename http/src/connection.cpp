@@ -1,0 +1,213 @@
+// The steps of one connection. Each keeps connection.hpp's invariant: consumed input leaves
+// [begin_, end_) only once its request is answered, and a response enters the output buffer
+// whole, after every response to an earlier request.
+#include "connection.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cstring>
+#include <utility>
+
+#include "arbor/io/socket.hpp"
+#include "arbor/io/timer.hpp"
+
+namespace arbor::http {
+namespace {
+
+constexpr std::size_t kOutCapacity = 16 * 1024;
+constexpr std::size_t kScratchCapacity = 16 * 1024;
+constexpr std::int64_t kLingerNs = 2'000'000'000;  // reading leftovers after an error reply
+constexpr std::size_t kLingerBytes = 1 << 20;
+
+std::size_t in_capacity(const Limits& limits) noexcept {
+  return std::max<std::size_t>(limits.max_head + 1024, 16 * 1024);
+}
+
+// An upper bound on the head put_head() produces.
+std::size_t head_bound(const Reply& r, std::string_view server_name) noexcept {
+  return 160 + server_name.size() + r.content_type.size() + r.allow.size() + kDateSize;
+}
+
+Reply internal_error() noexcept {
+  return {500, "text/plain", reason_phrase(500), {}};
+}
+
+std::span<const std::byte> bytes(const char* p, std::size_t n) noexcept {
+  return {reinterpret_cast<const std::byte*>(p), n};
+}
+
+}  // namespace
+
+void Server::Connection::Output::put(std::string_view s) noexcept {
+  std::memcpy(data + size, s.data(), s.size());
+  size += s.size();
+}
+
+void Server::Connection::Output::put_number(std::uint64_t n) noexcept {
+  const auto r = std::to_chars(data + size, data + capacity, n);
+  size = static_cast<std::size_t>(r.ptr - data);
+}
+
+Server::Connection::Connection(Server& server, TcpStream& stream)
+    : server_(server),
+      stream_(stream),
+      in_capacity_(in_capacity(server.options_.limits)),
+      memory_(new (std::nothrow) char[in_capacity_ + kOutCapacity + kScratchCapacity]),
+      in_(memory_.get()),
+      out_{in_ + in_capacity_, kOutCapacity},
+      scratch_(in_ + in_capacity_ + kOutCapacity, kScratchCapacity),
+      parser_(server.options_.limits) {
+  watch_.fd = stream.native_handle();
+  server_.enlist(watch_);
+}
+
+Server::Connection::~Connection() {
+  server_.delist(watch_);
+  server_.active_.fetch_sub(1, std::memory_order_release);
+}
+
+bool Server::Connection::parse() noexcept {
+  if (!closing_) {
+    const std::size_t skipped =
+        static_cast<std::size_t>(std::min<std::uint64_t>(discard_, end_ - begin_));
+    begin_ += skipped;
+    discard_ -= skipped;
+    if (discard_ == 0 && begin_ < end_) {
+      status_ = parser_.parse({in_ + begin_, end_ - begin_});
+      if (status_ != RequestParser::Status::incomplete) return true;
+    }
+  }
+  // Counted per batch: one shared atomic add per read, not one per pipelined request.
+  if (answered_ > 0)
+    server_.requests_.fetch_add(std::exchange(answered_, 0), std::memory_order_relaxed);
+  return false;
+}
+
+bool Server::Connection::respond() {
+  if (placing_ == Placing::nothing) {
+    answer();
+    placing_ = Placing::head;
+  }
+  if (placing_ == Placing::head) {
+    if (out_.room() < head_bound(reply_, server_.options_.server_name) + body_size_ &&
+        out_.size > 0)
+      return false;  // write first: then it fits, as answer() keeps a head to half the buffer
+    put_head();
+    if (out_.room() < body_size_) {
+      // A body larger than the buffer goes out straight from where it is, in the same write.
+      spill_ = reply_.body.substr(0, body_size_);
+      placing_ = Placing::spilled;
+      return false;
+    }
+    out_.put(reply_.body.substr(0, body_size_));
+  }
+  placing_ = Placing::nothing;
+  return true;
+}
+
+// Decides the reply to what parse() found, and consumes that request's head.
+void Server::Connection::answer() {
+  // One clock read per batch, not per response.
+  if (answered_++ == 0) std::memcpy(date_, http_date().data(), kDateSize);
+  keep_alive_ = false;
+  version_minor_ = 1;
+  bool head_only = false;
+  if (status_ == RequestParser::Status::error) {
+    server_.parse_errors_.fetch_add(1, std::memory_order_relaxed);
+    reply_ = {};
+    reply_.status = parser_.error_status();
+    reply_.body = reason_phrase(reply_.status);
+    closing_ = failed_ = true;
+  } else {
+    const Request& request = parser_.request();
+    keep_alive_ = request.keep_alive;
+    version_minor_ = request.version_minor;
+    head_only = request.method == "HEAD";
+    try {
+      reply_ = server_.handler_(request, scratch_);
+    } catch (...) {  // a handler bug costs its request, not the connection's neighbours
+      reply_ = internal_error();
+    }
+    begin_ += parser_.head_size();
+    discard_ = request.content_length;
+    request_started_ = 0;
+    closing_ = !keep_alive_;
+    parser_.reset();
+  }
+  if (head_bound(reply_, server_.options_.server_name) > kOutCapacity / 2)  // absurd values
+    reply_ = internal_error();
+  body_size_ = head_only ? 0 : reply_.body.size();
+}
+
+void Server::Connection::put_head() noexcept {
+  out_.put("HTTP/1.1 ");
+  out_.put_number(static_cast<std::uint64_t>(reply_.status));
+  out_.put(" ");
+  out_.put(reason_phrase(reply_.status));
+  out_.put("\r\nServer: ");
+  out_.put(server_.options_.server_name);
+  out_.put("\r\nDate: ");
+  out_.put({date_, kDateSize});
+  if (!reply_.content_type.empty()) {
+    out_.put("\r\nContent-Type: ");
+    out_.put(reply_.content_type);
+  }
+  out_.put("\r\nContent-Length: ");
+  out_.put_number(reply_.body.size());  // a HEAD's too: what a GET would get
+  if (!reply_.allow.empty()) {
+    out_.put("\r\nAllow: ");
+    out_.put(reply_.allow);
+  }
+  if (!keep_alive_)
+    out_.put("\r\nConnection: close");
+  else if (version_minor_ == 0)
+    out_.put("\r\nConnection: keep-alive");
+  out_.put("\r\n\r\n");
+}
+
+Task<Result<void>> Server::Connection::write() {
+  // Emptied now, not after the write: nothing refills the buffer while the write is pending.
+  const std::size_t size = std::exchange(out_.size, 0);
+  if (spill_.empty()) return stream_.write_all(bytes(out_.data, size));
+  parts_[0] = {out_.data, size};
+  parts_[1] = {spill_.data(), spill_.size()};
+  spill_ = {};
+  return stream_.write_all(std::span<const io::ConstBuffer>(parts_));
+}
+
+void Server::Connection::deadline() noexcept {
+  const std::int64_t now = io::now_ns();
+  std::int64_t deadline = now + server_.options_.idle_timeout.count() * 1'000'000;
+  if (discard_ == 0 && begin_ < end_) {  // part of a head: due header_timeout after its start
+    if (request_started_ == 0) request_started_ = now;
+    deadline = request_started_ + server_.options_.header_timeout.count() * 1'000'000;
+  }
+  watch_.deadline.store(deadline, std::memory_order_relaxed);
+}
+
+Server::Connection::Read Server::Connection::read() noexcept {
+  if (begin_ == end_) {
+    begin_ = end_ = 0;
+  } else if (begin_ > 0) {
+    std::memmove(in_, in_ + begin_, end_ - begin_);
+    end_ -= begin_;
+    begin_ = 0;
+  }
+  return Read(stream_, std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_)), end_);
+}
+
+Task<void> Server::Connection::linger() {
+  // Closing with unread request bytes makes the kernel send a reset, which can destroy the
+  // error reply before the client reads it. Half-close and read what is left first (bounded
+  // in bytes, and in time by the sweeper).
+  (void)stream_.shutdown_write();
+  watch_.deadline.store(io::now_ns() + kLingerNs, std::memory_order_relaxed);
+  std::size_t skipped = 0;
+  while (skipped < kLingerBytes) {
+    auto n = co_await stream_.read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
+    if (!n || *n == 0) break;
+    skipped += *n;
+  }
+}
+
+}  // namespace arbor::http

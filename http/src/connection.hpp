@@ -1,0 +1,140 @@
+// Server::Connection: one accepted socket's keep-alive loop, as steps Server::serve() calls in
+// turn (parse, respond, write, deadline, read, linger), and Server::Watch, the part of it the
+// sweeper and shutdown() reach from other threads.
+//
+// Invariant between steps: in_[begin_, end_) is input not yet consumed, and the output buffer
+// holds whole responses, in request order, that no write has taken yet. The buffers are
+// allocated once, by the constructor; on the keep-alive path the only system calls are
+// write()'s and read()'s, and the only coroutine frames write_all's.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "arbor/http/date.hpp"
+#include "arbor/http/request_parser.hpp"
+#include "arbor/http/server.hpp"
+
+namespace arbor::http {
+
+/// What other threads see of a connection. The sweeper and shutdown() touch fd, cut and drained
+/// (and the list links) only under connections_mutex_, and deadline only atomically; the
+/// Connection that holds this keeps it listed, so alive, until its coroutine ends.
+struct Server::Watch {
+  Watch* prev = nullptr;
+  Watch* next = nullptr;
+  io::Handle fd = io::kInvalidHandle;
+  std::atomic<std::int64_t> deadline{std::numeric_limits<std::int64_t>::max()};
+  bool cut = false;      // shut down by the sweeper
+  bool drained = false;  // reads shut down by shutdown()
+};
+
+/// Lives in serve()'s coroutine frame and is touched only by that coroutine, on whichever
+/// thread a co_await resumes it (so nothing thread-local is kept across one), except watch_,
+/// which other threads reach as Watch says.
+class Server::Connection {
+ public:
+  /// Lists the connection with the sweeper and allocates its buffers (see ok()).
+  Connection(Server& server, TcpStream& stream);
+  /// Delists it and counts it gone: the last thing this connection does to the server.
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  /// False if the buffers could not be allocated: the connection just closes.
+  bool ok() const noexcept { return memory_ != nullptr; }
+
+  /// True with a request (or a parse error) for respond(); false once this read's batch is
+  /// over (closing, or nothing complete left), which is when its answers are counted.
+  bool parse() noexcept;
+  /// Puts the reply into the output buffer. False when the output has to be written first;
+  /// call again after write(), which carries on with the same reply.
+  bool respond();
+  /// Writes the output buffer (and a body too large for it). Not a coroutine: it hands back
+  /// write_all's task, so the step costs no frame of its own.
+  Task<Result<void>> write();
+  bool has_output() const noexcept { return out_.size > 0; }
+  bool closing() const noexcept { return closing_; }
+  bool failed() const noexcept { return failed_; }
+  /// Publishes the deadline the sweeper enforces while read() waits.
+  void deadline() noexcept;
+  /// Awaiting it reads into the input buffer; false on end of stream or any error.
+  class Read;
+  Read read() noexcept;
+  /// After an error reply: half-closes, then reads and drops what the client still sends.
+  Task<void> linger();
+
+ private:
+  // A fixed-capacity byte sink; callers check room() first.
+  struct Output {
+    char* data;
+    std::size_t capacity;
+    std::size_t size = 0;
+
+    std::size_t room() const noexcept { return capacity - size; }
+    void put(std::string_view s) noexcept;
+    void put_number(std::uint64_t n) noexcept;
+  };
+
+  void answer();
+  void put_head() noexcept;
+
+  Server& server_;
+  TcpStream& stream_;
+  Watch watch_;
+  const std::size_t in_capacity_;
+  const std::unique_ptr<char[]> memory_;  // input, output and scratch, in one allocation
+  char* const in_;
+  Output out_;
+  const std::span<char> scratch_;
+  RequestParser parser_;
+
+  std::size_t begin_ = 0, end_ = 0;   // the unconsumed input
+  std::uint64_t discard_ = 0;         // body bytes still to skip
+  std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
+  RequestParser::Status status_ = RequestParser::Status::incomplete;
+  bool closing_ = false;  // answer what is queued, then close
+  bool failed_ = false;   // an error reply: linger before closing
+
+  // The reply respond() is placing, kept across the writes it asks for: its head still to go
+  // in, or its body handed to write() (spill_), or none.
+  enum class Placing : std::uint8_t { nothing, head, spilled } placing_ = Placing::nothing;
+  Reply reply_;
+  std::size_t body_size_ = 0;  // 0 for HEAD
+  bool keep_alive_ = false;
+  int version_minor_ = 1;
+
+  std::string_view spill_;  // a body too large for the output buffer, sent right behind it
+  io::ConstBuffer parts_[2];
+  std::uint64_t answered_ = 0;  // in this batch; added to the server's count once per batch
+  char date_[kDateSize];        // this batch's; a copy, as the thread-local cache stays behind
+};
+
+// read()'s awaiter: the engine's receive, then the bookkeeping that has to follow it.
+class Server::Connection::Read {
+ public:
+  Read(TcpStream& stream, std::span<std::byte> into, std::size_t& end) noexcept
+      : op_(stream.read_some(into)), end_(end) {}
+  bool await_ready() noexcept { return op_.await_ready(); }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return op_.await_suspend(h);
+  }
+  bool await_resume() noexcept {
+    auto n = op_.await_resume();
+    if (!n || *n == 0) return false;
+    end_ += *n;
+    return true;
+  }
+
+ private:
+  detail::TransferAwaiter op_;
+  std::size_t& end_;
+};
+
+}  // namespace arbor::http
