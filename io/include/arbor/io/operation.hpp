@@ -78,6 +78,7 @@ struct Operation {
   using Complete = void (*)(Operation& op, std::int64_t result) noexcept;
 
   Complete complete = nullptr;
+  void* context = nullptr;  // the caller's (e.g. the awaiter holding this); engines ignore it
   Descriptor* descriptor = nullptr;
   OpKind kind = OpKind::receive;
   std::uint32_t generation = 0;  // the descriptor's generation this operation was built for

@@ -1,8 +1,9 @@
 // IoAwaiter: how a task waits for one engine Operation.
 //
-// Ownership: the awaiter is the Operation (it lives in the awaiting frame) and names its socket
-// by {descriptor, generation}; built before its socket was closed, it completes with
-// operation_canceled rather than run on whatever socket the descriptor serves by then.
+// Ownership: the awaiter holds the Operation (both live in the awaiting frame; the operation's
+// `context` points back at the awaiter) and names its socket by {descriptor, generation}; built
+// before its socket was closed, it completes with operation_canceled rather than run on whatever
+// socket the descriptor serves by then.
 //
 // await_suspend registers a stop_callback on the task's stop_token first, then starts the
 // operation. If the token fires before the start, the engine sees cancel_requested and
@@ -25,36 +26,40 @@
 
 namespace arbor::detail {
 
-class IoAwaiter : public io::Operation {
+class IoAwaiter {
  public:
-  IoAwaiter(io::Engine* engine, io::DescriptorRef socket, io::OpKind op_kind,
-            void* buffer = nullptr, std::size_t length = 0, Address* addr = nullptr) noexcept
+  IoAwaiter(io::Engine* engine, io::DescriptorRef socket, io::OpKind kind, void* buffer = nullptr,
+            std::size_t length = 0, Address* address = nullptr) noexcept
       : engine_(engine) {
-    this->target(socket);
-    this->kind = op_kind;
-    this->data = buffer;
-    this->size = length;
-    this->address = addr;
+    op_.target(socket);
+    op_.kind = kind;
+    op_.data = buffer;
+    op_.size = length;
+    op_.address = address;
+    op_.context = this;
   }
   IoAwaiter(const IoAwaiter&) = delete;
   IoAwaiter& operator=(const IoAwaiter&) = delete;
 
+  /// The operation as the engine sees it (for diagnostics and tests).
+  const io::Operation& operation() const noexcept { return op_; }
+
   bool await_ready() noexcept {
-    if (descriptor != nullptr) return false;
-    result = -EBADF;  // the socket is closed (or was never opened)
+    if (op_.descriptor != nullptr) return false;
+    op_.result = -EBADF;  // the socket is closed (or was never opened)
     return true;
   }
   template <class P>
   bool await_suspend(std::coroutine_handle<P> h) noexcept {
     handle_ = h;
-    complete = &on_complete;
+    op_.complete = &on_complete;
     const TaskContext& ctx = context_of(h);
     if (ctx.token.stop_requested()) {  // a plain load: cheap even on the shared root token
-      result = -ECANCELED;
+      op_.result = -ECANCELED;
       return false;
     }
     if (ctx.needs_callback()) cancel_.emplace(ctx.token, Canceller{this});
-    return !engine_->start(*this);
+    return !engine_->start(op_);
   }
 
  protected:
@@ -62,20 +67,21 @@ class IoAwaiter : public io::Operation {
   /// the thread that requested stop, in which case this waits for it to return).
   std::int64_t finish() noexcept {
     cancel_.reset();
-    return result;
+    return op_.result;
   }
 
  private:
   struct Canceller {
     IoAwaiter* self;
-    void operator()() const noexcept { self->engine_->cancel(*self); }
+    void operator()() const noexcept { self->engine_->cancel(self->op_); }
   };
   static void on_complete(io::Operation& op, std::int64_t r) noexcept {
-    auto& self = static_cast<IoAwaiter&>(op);
-    self.result = r;
+    auto& self = *static_cast<IoAwaiter*>(op.context);
+    op.result = r;
     self.handle_.resume();
   }
 
+  io::Operation op_;
   io::Engine* engine_;
   std::coroutine_handle<> handle_;
   std::optional<std::stop_callback<Canceller>> cancel_;
