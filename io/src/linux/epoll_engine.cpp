@@ -1,17 +1,15 @@
-// EpollEngine: the readiness backend (Linux).
-//
-// Each socket is registered once, edge-triggered, for both directions. An operation first
-// tries its system call (most sends, and reads on a busy connection, finish right there); on
-// EAGAIN it parks in its descriptor's slot. The poller turns readiness into a retry event for
-// the parked operation; a worker runs the retry. Edge-triggered registration means a socket
-// with a persistent error or hang-up produces one event, not a busy loop.
-//
-// The lost-edge race — readiness arriving between a failed attempt and parking — is closed by
-// a readiness generation per side: an attempt remembers the generation it started under, and
-// parks only if it is unchanged (checked under the descriptor lock the poller also takes).
-// A readiness event harvested just before a close may reach a recycled descriptor: it bumps
-// that socket's readiness generation and at worst makes a pending operation retry once and
-// find EAGAIN. An eventfd in each epoll set wakes its poller.
+// EpollEngine: the readiness backend (Linux). Why it is built this way, and what it was
+// measured against, is in docs/architecture.md ("EpollEngine"); this file keeps these
+// invariants:
+// - Each socket is registered once, edge-triggered, for both directions; an operation that
+//   would block waits in its descriptor's slot, and a readiness event turns it into a retry
+//   that a worker runs.
+// - No lost edge: an attempt parks only if its side's readiness generation (EpollDescriptor,
+//   bumped by the poller under the descriptor lock) is the one it started under.
+// - A batch never exceeds K: one epoll event may yield two retries, so a wait asks for
+//   ceil(room / 2) and carries at most one retry to the next wait.
+// - An event that reaches a recycled descriptor only bumps a readiness generation: at worst
+//   one spurious retry that finds EAGAIN.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>

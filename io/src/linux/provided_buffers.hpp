@@ -39,7 +39,6 @@ class ProvidedBuffers {
   /// Registers `count` (a power of two ≤ 32768) buffers of `size` bytes with `ring`. An error
   /// means the kernel has no buffer rings; the caller falls back to single-shot receives.
   std::error_code init(io_uring& ring, unsigned count, unsigned size);
-  bool ready() const noexcept { return ring_ != nullptr; }
 
   std::byte* data(std::uint16_t id) const noexcept {
     return memory_.get() + std::size_t{id} * size_;

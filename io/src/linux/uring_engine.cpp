@@ -474,8 +474,8 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
     release = d.closed && d.fd_closed && d.idle();
   }
   if (release) self->pool_.release(&d);
-  SubmitBatch batch;  // recvmsg already wrote a receive_from peer into op.address
-  op->complete(*op, event.result);
+  SubmitBatch batch;
+  op->complete(*op, event.result);  // recvmsg already wrote a receive_from peer into op.address
 }
 
 void UringEngine::backend_counters(EngineCounters& c) const noexcept {

@@ -1,33 +1,17 @@
 // UringEngine: the completion backend (Linux io_uring through liburing). This private header
-// holds what its two source files share: the poller-owned Ring, the request kinds and the class.
-//
-// Each ring belongs to its poller thread: it is the only thread that prepares SQEs, submits
-// and reaps (IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN where the kernel has
-// them). That matters for speed, not just tidiness: io_uring runs an operation's completion
-// work in the context of the task that submitted it, so a ring fed by many workers makes the
-// kernel interrupt or wake those workers for every completion. Owned by the poller, all of it
-// happens inside the poller's own io_uring_enter.
-//
-// Workers hand requests to the poller through a lock-free intrusive stack (Treiber push; the
-// poller takes the whole stack and reverses it, so requests are handled in order). Start,
-// cancel and close requests for one socket are pushed under the descriptor's lock, so the
-// poller sees them in the order they were made: a close always follows the starts before it.
-// A sleeping poller is woken through an eventfd it keeps a read posted on; a worker wakes it
-// only if the poller said it was going to sleep (a Dekker pair of seq_cst operations on
-// `incoming` and `sleeping`), and inside a SubmitBatch the wake is deferred to the end of the
-// completion, so one wake carries every operation that completion started.
-//
-// Sends are tried once with MSG_DONTWAIT on the worker first: on a connection with room in its
-// socket buffer they finish in the call, saving the hand-off both ways. The descriptor's
-// `busy` count keeps the fd open during that call; the poller closes fds, and only when busy
-// is zero. Cancellation is IORING_OP_ASYNC_CANCEL by user_data.
-//
-// Multishot accept and receive live in uring_multishot.cpp; what they add to this picture is
-// described there.
-//
-// Start-up probes the opcodes used and the features relied on; anything missing makes
-// create() fail, and "auto" then falls back to epoll. A kernel without buffer rings, or one
-// that rejects a multishot operation with -EINVAL, gets single-shot operations instead.
+// holds what its two source files share: the poller-owned Ring, requests, io_uring's parts of a
+// descriptor and of an operation, and the class. The design and its measurements are in
+// docs/architecture.md ("UringEngine"); the invariants kept here:
+// - Each ring belongs to its poller thread, the only thread that prepares SQEs, submits and
+//   reaps. Workers hand it requests through `Ring::incoming` (a Treiber stack the poller takes
+//   whole and reverses), pushed under the descriptor's lock, so the poller sees one socket's
+//   requests in the order they were made: a close always follows the starts before it.
+// - A worker wakes the poller only if it announced sleep (a Dekker pair of seq_cst operations
+//   on `incoming` and `sleeping`); inside a SubmitBatch that wake waits for the batch's end.
+// - The poller closes an fd only when no worker is in a system call on it (`busy` == 0) and
+//   after submitting every SQE that names it.
+// - A descriptor with a multishot operation armed is not idle, so it is not recycled before
+//   that operation's last CQE.
 #pragma once
 
 #include <liburing.h>

@@ -3,7 +3,6 @@
 
 #include "arbor/address.hpp"
 #include "arbor/result.hpp"
-#include "arbor/runtime/buffer.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/join_handle.hpp"
 #include "arbor/runtime/runtime.hpp"

@@ -1,10 +1,11 @@
-// SubmitBatch: coalesces the submissions made while a completion runs into one system call.
+// SubmitBatch: coalesces the hand-offs made while a completion runs into one.
 //
-// Completion-based engines submit through a shared queue (the io_uring SQ). Inside a
-// SubmitBatch scope, start() only queues; when the outermost scope on the thread ends, every
-// engine touched in it submits once. The engines open a scope around each completion they
-// deliver, so a coroutine that resumes, writes a reply and starts the next read costs one
-// io_uring_enter, not two. Outside any scope, start() submits at once.
+// An engine whose starts are handed to another thread (io_uring's poller, which owns the ring)
+// must tell that thread there is work: a wake, a system call. Inside a SubmitBatch scope the
+// engine only queues the request and defers the wake; when the outermost scope on the thread
+// ends, each engine touched in it flushes once. The engines open a scope around each completion
+// they deliver, so a coroutine that resumes, writes a reply and starts the next read costs at
+// most one wake, not two. Outside any scope, the wake happens at once.
 #pragma once
 
 namespace arbor::io {
