@@ -17,8 +17,36 @@ foreach(header arbor/sched/scheduler.hpp arbor/sched/event_tree.hpp arbor/sync/l
     message(FATAL_ERROR "installed tree lacks include/${header}")
   endif()
 endforeach()
+# Consumers need no spdlog headers: no installed header may include one.
+file(GLOB_RECURSE installed_headers "${prefix}/include/arbor/*.hpp")
+foreach(header ${installed_headers})
+  file(READ "${header}" text)
+  if(text MATCHES "spdlog")
+    message(FATAL_ERROR "installed header ${header} mentions spdlog")
+  endif()
+endforeach()
+
 run_step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/consumer" -B "${WORK_DIR}/build"
          -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} -DCMAKE_BUILD_TYPE=Release)
 run_step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("${WORK_DIR}/build/consumer")
-message(STATUS "downstream consumer built and ran against ${prefix}")
+
+# The same program built without CMake, from the installed pkg-config file.
+file(GLOB_RECURSE pc_files "${prefix}/*/arbor.pc")
+list(LENGTH pc_files pc_count)
+if(NOT pc_count EQUAL 1)
+  message(FATAL_ERROR "expected one installed arbor.pc, found: ${pc_files}")
+endif()
+get_filename_component(pc_dir "${pc_files}" DIRECTORY)
+set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
+execute_process(
+  COMMAND pkg-config --define-variable=prefix=${prefix} --cflags --libs --static arbor
+  RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "pkg-config arbor failed: ${err}")
+endif()
+separate_arguments(flags UNIX_COMMAND "${flags}")
+run_step(${CXX} "${SOURCE_DIR}/tests/install/consumer/main.cpp" ${flags}
+         -o "${WORK_DIR}/consumer_pc")
+run_step("${WORK_DIR}/consumer_pc")
+message(STATUS "downstream consumer built and ran against ${prefix} (CMake and pkg-config)")
