@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <coroutine>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <variant>
@@ -40,6 +41,7 @@ struct SpawnCore {
   std::atomic<std::uint32_t> done{0};
   Runtime* runtime = nullptr;
 };
+static_assert(offsetof(SpawnCore, start) == 0, "sched::owner_of<SpawnCore> needs start first");
 
 void spawned_finished(Runtime& runtime) noexcept;
 void report_unobserved(const std::exception_ptr& error) noexcept;

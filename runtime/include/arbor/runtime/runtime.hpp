@@ -19,8 +19,8 @@
 #include <thread>
 
 #include "arbor/io/engine.hpp"
-#include "arbor/result.hpp"
 #include "arbor/io/submit_batch.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/join_handle.hpp"
 #include "arbor/runtime/task.hpp"
 #include "arbor/sched/scheduler.hpp"
@@ -108,9 +108,7 @@ class Runtime {
   static void start_spawned(sched::WorkItem* item, sched::Disposition) noexcept {
     // Running or dropped (scheduler stopping), the task is resumed: a dropped start only
     // happens after shutdown gave up waiting, and resuming lets it see its cancelled token.
-    auto* core = static_cast<detail::SpawnCore*>(reinterpret_cast<detail::SpawnCore*>(
-        reinterpret_cast<char*>(item) - offsetof(detail::SpawnCore, start)));
-    auto& promise = static_cast<Promise&>(*core);
+    auto& promise = static_cast<Promise&>(sched::owner_of<detail::SpawnCore>(item));
     io::SubmitBatch batch;
     std::coroutine_handle<Promise>::from_promise(promise).resume();
   }
@@ -150,10 +148,10 @@ struct yield {
 
  private:
   static void run(sched::WorkItem* self, sched::Disposition) noexcept {
-    auto* y = reinterpret_cast<yield*>(reinterpret_cast<char*>(self) - offsetof(yield, item));
     io::SubmitBatch batch;
-    y->handle.resume();
+    sched::owner_of<yield>(self).handle.resume();
   }
 };
+static_assert(offsetof(yield, item) == 0, "sched::owner_of<yield> needs the item first");
 
 }  // namespace arbor

@@ -1,7 +1,7 @@
 // Timers for tasks: sleep_for, sleep_until, with_timeout.
 //
-// All three use the runtime engine's TimerQueue (a heap; see io/src/common/timer_queue.hpp for why) and
-// honour the task's stop_token: a cancelled sleep completes at once with operation_canceled.
+// All three use the runtime engine's TimerQueue (a heap; see io/src/common/timer_queue.hpp for why)
+// and honour the task's stop_token: a cancelled sleep completes at once with operation_canceled.
 // Guarantees are "not before": a sleep never ends before its deadline (unless cancelled), and
 // timers with earlier deadlines fire no later than those with later ones.
 #pragma once
@@ -13,8 +13,8 @@
 #include <stop_token>
 
 #include "arbor/io/engine.hpp"
-#include "arbor/result.hpp"
 #include "arbor/io/submit_batch.hpp"
+#include "arbor/result.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/runtime.hpp"
 #include "arbor/runtime/task.hpp"

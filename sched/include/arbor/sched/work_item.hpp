@@ -6,6 +6,8 @@
 // (Disposition::drop). `next` belongs to whichever queue holds the item.
 #pragma once
 
+#include <type_traits>
+
 namespace arbor::sched {
 
 enum class Disposition : bool { run, drop };
@@ -18,5 +20,15 @@ struct WorkItem {
   Fn fn;
   WorkItem* next = nullptr;
 };
+
+/// The object a work item lives in, from the item its function receives (the intrusive idiom).
+/// `Outer` is standard-layout with the WorkItem as its first member (each such type says so with
+/// a static_assert beside its definition), which makes the two pointer-interconvertible: the
+/// cast is exact, with no offset arithmetic.
+template <class Outer>
+Outer& owner_of(WorkItem* item) noexcept {
+  static_assert(std::is_standard_layout_v<Outer>, "owner_of needs a standard-layout owner");
+  return *reinterpret_cast<Outer*>(item);
+}
 
 }  // namespace arbor::sched
