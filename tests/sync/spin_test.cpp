@@ -9,6 +9,22 @@ namespace {
 
 using namespace std::chrono_literals;
 
+// POSIX has setenv/unsetenv; the Windows CRT has _putenv_s, where an empty value unsets.
+void set_env(const char* name, const char* value) {
+#if defined(_WIN32)
+  ASSERT_EQ(::_putenv_s(name, value), 0);
+#else
+  ASSERT_EQ(::setenv(name, value, 1), 0);
+#endif
+}
+void unset_env(const char* name) {
+#if defined(_WIN32)
+  ASSERT_EQ(::_putenv_s(name, ""), 0);
+#else
+  ASSERT_EQ(::unsetenv(name), 0);
+#endif
+}
+
 TEST(Backoff, AttemptZeroSpinsZero) {
   EXPECT_EQ(Backoff::spins(0, 0), 0u);
   EXPECT_EQ(Backoff::spins(0, 0xffffffffu), 0u);
@@ -48,16 +64,16 @@ TEST(SpinConfig, Parses) {
 }
 
 TEST(SpinConfig, BadEnvironmentIsAClearError) {
-  ::setenv("ARBOR_SPIN", "sometimes", 1);
+  set_env("ARBOR_SPIN", "sometimes");
   try {
     (void)SpinConfig::from_env();
     ADD_FAILURE() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("ARBOR_SPIN"), std::string::npos);
   }
-  ::setenv("ARBOR_SPIN", "none", 1);
+  set_env("ARBOR_SPIN", "none");
   EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::none);
-  ::unsetenv("ARBOR_SPIN");
+  unset_env("ARBOR_SPIN");
   EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::adaptive);
 }
 
