@@ -1,7 +1,8 @@
 # arbor — the two commands (`make test`, `make run`) and the sanitizer suites.
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
-.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test fuzz model run perf format clean
+.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test windows-test \
+	darwin-check fuzz model run perf format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -19,6 +20,22 @@ $(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --preset $* >/dev/null
 	cmake --build --preset $*
 	ctest --preset $*
+
+# Windows: sync/ and sched/ with their tests, cross-built with mingw-w64 and run under wine64
+# (docs/platforms.md). The wine prefix lives in build/wine-prefix; the wineserver that
+# scripts/wine-run keeps warm is stopped at the end, also when a test fails.
+WINE64 ?= /usr/lib/wine/wine64
+windows-test:
+	@scripts/install-deps.sh windows
+	cmake --preset windows >/dev/null
+	cmake --build --preset windows
+	scripts/wine-run $(WINE64)
+	ctest --preset windows; status=$$?; scripts/wine-run $(WINE64) --stop; exit $$status
+
+# macOS: a syntax-only compile of sync/ and sched/ for the Apple targets (no SDK on Debian).
+darwin-check:
+	@scripts/install-deps.sh darwin
+	scripts/darwin-check
 
 # The HTTP example server on 127.0.0.1:8080; flags pass through: make run ARGS="--workers 2".
 ARGS ?=

@@ -2,6 +2,10 @@
 # Installs the Debian/Ubuntu packages arbor needs to build, test and benchmark, if missing.
 # Idempotent: when everything is present it only checks and exits. Uses apt-get as root, or
 # through sudo otherwise.
+#
+# Arguments add optional groups that only some targets need:
+#   windows  mingw-w64 cross compiler, wine64, googletest sources (make windows-test)
+#   darwin   libc++ and musl headers, stand-ins for the macOS SDK (make darwin-check)
 set -euo pipefail
 
 packages=(
@@ -15,6 +19,14 @@ packages=(
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
   spin                                  # make model: the park/notify handshake (Promela)
 )
+
+for group in "$@"; do
+  case "$group" in
+    windows) packages+=(g++-mingw-w64-x86-64-posix wine64 googletest) ;;
+    darwin) packages+=(clang libc++-dev musl-dev) ;;
+    *) echo "install-deps: unknown group '$group' (windows, darwin)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do

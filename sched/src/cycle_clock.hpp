@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstdint>
 
-#if defined(__x86_64__) || defined(_M_X64)
-#include <x86intrin.h>
+#if defined(_MSC_VER) && defined(_M_X64)
+#include <intrin.h>  // MSVC declares __rdtsc here and has no <x86intrin.h>
+#elif defined(__x86_64__)
+#include <x86intrin.h>  // GCC and Clang, MinGW included
 #endif
 
 namespace arbor::sched::detail {

@@ -4,26 +4,8 @@
 #include <cstdlib>
 #include <stdexcept>
 #include <string>
-#include <thread>
-
-#if defined(__linux__)
-#include <sched.h>
-#endif
 
 namespace arbor::sync {
-
-unsigned available_cpus() noexcept {
-#if defined(__linux__)
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) == 0) {
-    int n = CPU_COUNT(&set);
-    if (n > 0) return static_cast<unsigned>(n);
-  }
-#endif
-  unsigned n = std::thread::hardware_concurrency();
-  return n == 0 ? 1 : n;
-}
 
 std::optional<SpinConfig> SpinConfig::parse(std::string_view text) noexcept {
   if (text == "adaptive") return SpinConfig{};

@@ -4,10 +4,38 @@
 
 #include <cstdlib>
 
+#if defined(__linux__)
+#include <sched.h>
+#elif defined(_WIN32)
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#ifndef NOMINMAX
+#define NOMINMAX
+#endif
+#include <windows.h>
+#endif
+
 namespace arbor::sync {
 namespace {
 
 using namespace std::chrono_literals;
+
+// POSIX has setenv/unsetenv; the Windows CRT has _putenv_s, where an empty value unsets.
+void set_env(const char* name, const char* value) {
+#if defined(_WIN32)
+  ASSERT_EQ(::_putenv_s(name, value), 0);
+#else
+  ASSERT_EQ(::setenv(name, value, 1), 0);
+#endif
+}
+void unset_env(const char* name) {
+#if defined(_WIN32)
+  ASSERT_EQ(::_putenv_s(name, ""), 0);
+#else
+  ASSERT_EQ(::unsetenv(name), 0);
+#endif
+}
 
 TEST(Backoff, AttemptZeroSpinsZero) {
   EXPECT_EQ(Backoff::spins(0, 0), 0u);
@@ -48,16 +76,16 @@ TEST(SpinConfig, Parses) {
 }
 
 TEST(SpinConfig, BadEnvironmentIsAClearError) {
-  ::setenv("ARBOR_SPIN", "sometimes", 1);
+  set_env("ARBOR_SPIN", "sometimes");
   try {
     (void)SpinConfig::from_env();
     ADD_FAILURE() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     EXPECT_NE(std::string(e.what()).find("ARBOR_SPIN"), std::string::npos);
   }
-  ::setenv("ARBOR_SPIN", "none", 1);
+  set_env("ARBOR_SPIN", "none");
   EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::none);
-  ::unsetenv("ARBOR_SPIN");
+  unset_env("ARBOR_SPIN");
   EXPECT_EQ(SpinConfig::from_env().mode, SpinConfig::Mode::adaptive);
 }
 
@@ -98,6 +126,36 @@ TEST(AdaptiveSpinner, FixedModesIgnoreFeedback) {
 
 TEST(AvailableCpus, AtLeastOne) {
   EXPECT_GE(available_cpus(), 1u);
+}
+
+// The scheduler sizes its pool from this, so a process confined to one CPU must see one.
+TEST(AvailableCpus, FollowsTheAffinityMask) {
+#if defined(__linux__)
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof saved, &saved), 0);
+  int first = 0;
+  while (!CPU_ISSET(first, &saved))
+    ++first;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(first, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+  unsigned seen = available_cpus();
+  ASSERT_EQ(sched_setaffinity(0, sizeof saved, &saved), 0);
+#elif defined(_WIN32)
+  DWORD_PTR saved = 0;
+  DWORD_PTR system = 0;
+  ASSERT_TRUE(GetProcessAffinityMask(GetCurrentProcess(), &saved, &system));
+  ASSERT_NE(saved, 0u);
+  DWORD_PTR one = saved & (~saved + 1);  // lowest set bit
+  ASSERT_TRUE(SetProcessAffinityMask(GetCurrentProcess(), one));
+  unsigned seen = available_cpus();
+  ASSERT_TRUE(SetProcessAffinityMask(GetCurrentProcess(), saved));
+#else
+  unsigned seen = 1;
+  GTEST_SKIP() << "this platform has no affinity masks";
+#endif
+  EXPECT_EQ(seen, 1u);
 }
 
 }  // namespace
