@@ -3,6 +3,7 @@
 #include <new>
 
 #include "arbor/sched/event_tree.hpp"
+#include "event_item.hpp"
 
 namespace arbor::sched {
 

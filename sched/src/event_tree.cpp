@@ -1,4 +1,5 @@
 #include "arbor/sched/event_tree.hpp"
+#include "event_item.hpp"
 
 #include <algorithm>
 #include <array>

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <vector>
 
+#include "event_item.hpp"  // private to sched: tested from its source tree
 #include "test_support.hpp"
 
 namespace arbor::sched {

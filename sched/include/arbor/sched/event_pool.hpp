@@ -1,7 +1,8 @@
-// EventPool and EventItem: the pooled work items that carry IO completions.
+// Event and EventPool: a completion to deliver, and the pool of work items that carry them.
 //
-// An engine turns each completion into an `Event` (a handler and its arguments) and copies it
-// into an EventItem taken from the pool; items come back to the pool as soon as their event has
+// An engine turns each completion into an `Event` (a handler and its arguments);
+// submit_event_trees() copies it into an EventItem (private to sched: src/event_item.hpp) taken
+// from the pool; items come back to the pool as soon as their event has
 // been copied out, before the handler runs, so a pool of a few hundred items serves any load.
 //
 // The pool is bounded: it keeps at most `capacity` idle items and frees the ones returned
@@ -30,16 +31,8 @@ struct Event {
   std::uint64_t data = 0;
 };
 
-class EventPool;
-
-/// A node of an event tree. Public for engines and tests; built by submit_event_trees().
-struct EventItem : WorkItem {
-  EventItem() noexcept;
-  Event event;
-  EventItem* left = nullptr;
-  EventItem* right = nullptr;
-  EventPool* pool = nullptr;
-};
+/// A node of an event tree; defined privately in sched (src/event_item.hpp).
+struct EventItem;
 
 class EventPool {
  public:

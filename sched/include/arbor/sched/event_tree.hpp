@@ -21,11 +21,6 @@ namespace arbor::sched {
 /// Default bound on the items in one tree (see docs/benchmarks.md for how it was chosen).
 inline constexpr std::size_t kDefaultMaxTree = 16;
 
-/// Links nodes[0..n) into balanced trees of at most `max_tree` nodes each (left, right) and
-/// returns the roots chained through `next`, in order; `roots` receives their number.
-EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tree,
-                            std::size_t& roots) noexcept;
-
 /// Packs `events` into trees of at most `max_tree` items (0 means kDefaultMaxTree) and submits
 /// them with one push per chunk of 512. Returns the number of trees submitted. Every event is
 /// delivered exactly once: with Disposition::drop if the scheduler is stopping, and in place
