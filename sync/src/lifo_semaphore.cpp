@@ -2,7 +2,6 @@
 
 #include <cassert>
 
-#include "arbor/sync/spin.hpp"
 #include "arbor/sync/thread_blocker.hpp"
 
 namespace arbor::sync {
@@ -10,15 +9,14 @@ namespace {
 
 using Counts = LifoSemaphore::Counts;
 
-// Layout of the state word: signals in bits 0..23, spinners 24..31, waiters 32..47,
-// signaled_to_wake 48..63 (never more than waiters, so it cannot overflow).
+// Layout of the state word: signals in bits 0..31, waiters 32..47, signaled_to_wake 48..63
+// (never more than waiters, so it cannot overflow).
 constexpr std::uint64_t pack(Counts c) noexcept {
-  return std::uint64_t{c.signals} | std::uint64_t{c.spinners} << 24 |
-         std::uint64_t{c.waiters} << 32 | std::uint64_t{c.signaled_to_wake} << 48;
+  return std::uint64_t{c.signals} | std::uint64_t{c.waiters} << 32 |
+         std::uint64_t{c.signaled_to_wake} << 48;
 }
 constexpr Counts unpack(std::uint64_t s) noexcept {
-  return Counts{static_cast<std::uint32_t>(s & LifoSemaphore::kMaxSignals),
-                static_cast<std::uint8_t>(s >> 24), static_cast<std::uint16_t>(s >> 32),
+  return Counts{static_cast<std::uint32_t>(s), static_cast<std::uint16_t>(s >> 32),
                 static_cast<std::uint16_t>(s >> 48)};
 }
 constexpr std::uint32_t add_signals(std::uint32_t signals, std::uint32_t n) noexcept {
@@ -33,16 +31,15 @@ ThreadBlocker& this_thread_blocker() noexcept {
 
 }  // namespace
 
+// A waiter only ever leaves the stack from the top (a release choosing it), so one link is
+// enough. Once popped, `below` links release()'s private list of waiters to wake.
 struct LifoSemaphore::Waiter {
   ThreadBlocker* blocker;
-  Waiter* above = nullptr;  // towards top_
   Waiter* below = nullptr;
-  Waiter* next_to_wake = nullptr;  // release()'s private list, filled under the mutex
-  bool in_stack = false;
 };
 
 LifoSemaphore::LifoSemaphore(std::uint32_t initial_signals) noexcept
-    : state_(pack(Counts{initial_signals, 0, 0, 0})) {}
+    : state_(pack(Counts{initial_signals, 0, 0})) {}
 
 Counts LifoSemaphore::counts() const noexcept {
   return unpack(state_.load(std::memory_order_relaxed));
@@ -61,59 +58,16 @@ bool LifoSemaphore::try_wait() noexcept {
   }
 }
 
-bool LifoSemaphore::wait(std::optional<std::chrono::nanoseconds> timeout,
-                         std::uint32_t spin_iterations) noexcept {
-  if (try_wait()) return true;
-  std::optional<std::chrono::steady_clock::time_point> deadline;
-  if (timeout) deadline = std::chrono::steady_clock::now() + *timeout;
-
-  bool spinning = false;
-  if (spin_iterations > 0) {
-    // Register as a spinner so that releases leave a signal for us instead of waking a waiter.
-    std::uint64_t s = state_.load(std::memory_order_relaxed);
-    for (;;) {
-      Counts c = unpack(s);
-      if (c.signals > 0) {
-        --c.signals;
-        if (state_.compare_exchange_weak(s, pack(c), std::memory_order_acquire,
-                                         std::memory_order_relaxed))
-          return true;
-        continue;
-      }
-      if (c.spinners == UINT8_MAX) break;  // enough spinners: go straight to parking
-      ++c.spinners;
-      if (state_.compare_exchange_weak(s, pack(c), std::memory_order_relaxed)) {
-        spinning = true;
-        break;
-      }
-    }
-    for (std::uint32_t i = 0; spinning && i < spin_iterations; ++i) {
-      cpu_relax();
-      s = state_.load(std::memory_order_relaxed);
-      Counts c = unpack(s);
-      while (c.signals > 0) {
-        --c.signals;
-        --c.spinners;
-        if (state_.compare_exchange_weak(s, pack(c), std::memory_order_acquire,
-                                         std::memory_order_relaxed))
-          return true;
-        c = unpack(s);
-      }
-    }
-  }
-  return park(deadline, spinning);
-}
-
-bool LifoSemaphore::park(std::optional<std::chrono::steady_clock::time_point> deadline,
-                         bool spinning) noexcept {
+void LifoSemaphore::wait() noexcept {
+  if (try_wait()) return;
   Waiter self{&this_thread_blocker()};
   {
+    // Take a signal that arrived meanwhile, or register and push in one critical section.
     std::lock_guard lock(stack_mutex_);
     std::uint64_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
       Counts c = unpack(s);
-      if (spinning) --c.spinners;
-      bool take = c.signals > 0;
+      const bool take = c.signals > 0;
       if (take) {
         --c.signals;
       } else {
@@ -121,53 +75,38 @@ bool LifoSemaphore::park(std::optional<std::chrono::steady_clock::time_point> de
       }
       if (state_.compare_exchange_weak(s, pack(c), std::memory_order_acquire,
                                        std::memory_order_relaxed)) {
-        if (take) return true;
+        if (take) return;
         break;
       }
     }
-    push(&self);
+    self.below = top_;
+    top_ = &self;
   }
 
   for (;;) {
-    bool woken = true;
-    if (deadline) {
-      woken = self.blocker->wait_until(*deadline);
-    } else {
-      self.blocker->wait();
-    }
-    std::unique_lock lock(stack_mutex_);
-    if (!woken) {
-      if (self.in_stack) {
-        // Timed out while still parked: leave quietly.
-        unlink(&self);
-        state_.fetch_sub(std::uint64_t{1} << 32, std::memory_order_relaxed);  // --waiters
-        return false;
-      }
-      // A release popped us between the timeout and the lock; its wake is on the way and it
-      // still needs our Waiter, so take the wake before deciding.
-      lock.unlock();
-      self.blocker->wait();
-      lock.lock();
-    }
+    self.blocker->wait();
     // We were chosen by a release: stop counting as chosen, then take a signal if one is still
-    // there (a spinner may have taken it meanwhile) or park again.
+    // there (another thread's try_wait() may have taken it meanwhile) or park again, still a
+    // waiter.
+    std::lock_guard lock(stack_mutex_);
     std::uint64_t s = state_.load(std::memory_order_relaxed);
-    bool expired = deadline && std::chrono::steady_clock::now() >= *deadline;
     for (;;) {
       Counts c = unpack(s);
       assert(c.signaled_to_wake > 0 && c.waiters > 0);
       --c.signaled_to_wake;
-      bool take = c.signals > 0;
-      if (take) --c.signals;
-      if (take || expired) --c.waiters;
+      const bool take = c.signals > 0;
+      if (take) {
+        --c.signals;
+        --c.waiters;
+      }
       if (state_.compare_exchange_weak(s, pack(c), std::memory_order_acquire,
                                        std::memory_order_relaxed)) {
-        if (take) return true;
-        if (expired) return false;
+        if (take) return;
         break;
       }
     }
-    push(&self);
+    self.below = top_;
+    top_ = &self;
   }
 }
 
@@ -186,8 +125,7 @@ void LifoSemaphore::release(std::uint32_t n) noexcept {
       return;
   }
 
-  Waiter* to_wake = nullptr;  // most recently parked first
-  Waiter** tail = &to_wake;
+  Waiter* to_wake = nullptr;  // most recently parked first, linked through `below`
   {
     std::lock_guard lock(stack_mutex_);
     s = state_.load(std::memory_order_relaxed);
@@ -195,55 +133,35 @@ void LifoSemaphore::release(std::uint32_t n) noexcept {
     for (;;) {
       Counts c = unpack(s);
       c.signals = add_signals(c.signals, n);
-      std::uint32_t candidates = std::uint32_t{c.waiters} + c.spinners;
-      std::uint32_t wanted = c.signals < candidates ? c.signals : candidates;
-      std::uint32_t taken = std::uint32_t{c.spinners} + c.signaled_to_wake;
-      wake = wanted > taken ? wanted - taken : 0;
+      const std::uint32_t waiters = c.waiters, chosen = c.signaled_to_wake;
+      const std::uint32_t wanted = c.signals < waiters ? c.signals : waiters;
+      wake = wanted > chosen ? wanted - chosen : 0;
       c.signaled_to_wake = static_cast<std::uint16_t>(c.signaled_to_wake + wake);
       if (state_.compare_exchange_weak(s, pack(c), std::memory_order_release,
                                        std::memory_order_relaxed))
         break;
     }
-    for (std::uint32_t i = 0; i < wake; ++i) {
-      Waiter* w = pop();
-      assert(w != nullptr && "stack holds waiters - signaled_to_wake threads");
-      w->next_to_wake = nullptr;
-      *tail = w;
-      tail = &w->next_to_wake;
+    // The chosen waiters are the top `wake` entries, already linked in waking order: cut them
+    // off the stack as one list.
+    if (wake > 0) {
+      to_wake = top_;
+      Waiter* last = top_;
+      for (std::uint32_t i = 1; i < wake; ++i) {
+        assert(last != nullptr && "stack holds waiters - signaled_to_wake threads");
+        last = last->below;
+      }
+      assert(last != nullptr && "stack holds waiters - signaled_to_wake threads");
+      top_ = last->below;
+      last->below = nullptr;
     }
   }
-  // Outside the lock: a chosen waiter cannot leave park() before its blocker is woken, so the
-  // Waiter records stay valid until we read next_to_wake and wake them.
+  // Outside the lock: a chosen waiter cannot leave wait() (nor re-push itself) before its
+  // blocker is woken, so each record stays valid until we have read its `below` and woken it.
   while (to_wake != nullptr) {
     Waiter* w = to_wake;
-    to_wake = w->next_to_wake;
+    to_wake = w->below;
     w->blocker->wake();
   }
-}
-
-void LifoSemaphore::push(Waiter* w) noexcept {
-  w->below = top_;
-  w->above = nullptr;
-  if (top_ != nullptr) top_->above = w;
-  top_ = w;
-  w->in_stack = true;
-}
-
-LifoSemaphore::Waiter* LifoSemaphore::pop() noexcept {
-  Waiter* w = top_;
-  if (w != nullptr) unlink(w);
-  return w;
-}
-
-void LifoSemaphore::unlink(Waiter* w) noexcept {
-  if (w->above != nullptr) {
-    w->above->below = w->below;
-  } else {
-    top_ = w->below;
-  }
-  if (w->below != nullptr) w->below->above = w->above;
-  w->above = w->below = nullptr;
-  w->in_stack = false;
 }
 
 }  // namespace arbor::sync

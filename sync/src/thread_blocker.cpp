@@ -17,24 +17,6 @@ void ThreadBlocker::wait() noexcept {
   state_.store(kEmpty, std::memory_order_relaxed);
 }
 
-bool ThreadBlocker::wait_until(std::chrono::steady_clock::time_point deadline) noexcept {
-  std::uint32_t s = kEmpty;
-  if (state_.compare_exchange_strong(s, kSleeping, std::memory_order_acquire)) {
-    while (state_.load(std::memory_order_acquire) == kSleeping) {
-      auto left = deadline - std::chrono::steady_clock::now();
-      if (left <= std::chrono::nanoseconds::zero()) {
-        s = kSleeping;
-        // Withdraw the announcement; losing the race means the signal arrived just now.
-        if (state_.compare_exchange_strong(s, kEmpty, std::memory_order_acquire)) return false;
-        break;
-      }
-      futex_wait(state_, kSleeping, std::chrono::duration_cast<std::chrono::nanoseconds>(left));
-    }
-  }
-  state_.store(kEmpty, std::memory_order_relaxed);
-  return true;
-}
-
 void ThreadBlocker::wake() noexcept {
   if (state_.exchange(kSignalled, std::memory_order_release) == kSleeping) futex_wake_one(state_);
 }

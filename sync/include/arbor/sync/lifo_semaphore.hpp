@@ -4,29 +4,31 @@
 // asleep yet; the one parked longest is cold. Waking LIFO also lets surplus threads stay parked,
 // which keeps their cores free for everything else.
 //
+// There is no timed wait and no spinning inside wait(): the scheduler, the only user, spins on
+// its own queues (sync/spin.hpp) before it parks here, and never gives up on a park.
+//
 // The counts live in one 64-bit word changed only by compare-and-swap:
 //   signals            releases not yet consumed
 //   waiters            threads registered as parked (including those signalled to wake)
-//   spinners           threads spinning in wait() before registering
 //   signaled_to_wake   waiters a release has already chosen to wake, not yet running
-// A release wakes min(signals, waiters + spinners) - spinners - signaled_to_wake waiters:
-// spinners will take signals themselves, and waiters already chosen must not be chosen twice.
+// A release wakes min(signals, waiters) - signaled_to_wake waiters: waiters already chosen will
+// take signals themselves and must not be chosen twice. A chosen waiter can find its signal
+// gone (a try_wait(), or a wait() just arriving, took it first); it then parks again, still
+// counted as a waiter.
 //
 // The parked threads themselves sit on an intrusive stack guarded by a small mutex. The mutex
-// is taken only on the slow paths (registering a waiter, a release while someone is parked, a
-// timeout) — never by a release that finds no waiters nor by a spinner — and it keeps one
-// invariant: while it is held, the stack holds exactly `waiters - signaled_to_wake` threads.
-// Registration (waiters++ and push) and selection (signaled_to_wake++ and pop) each happen in
-// one critical section, so a release can never count a waiter it cannot find: no lost wakeups.
-// Wakes are delivered after the mutex is dropped, through each waiter's ThreadBlocker.
+// is taken only on the slow paths (registering a waiter, a woken waiter's re-check, a release
+// while someone is parked) — never by try_wait() nor by a release that finds no waiters — and
+// it keeps one invariant: while it is held, the stack holds exactly `waiters - signaled_to_wake`
+// threads. Registration (waiters++ and push) and selection (signaled_to_wake++ and pop) each
+// happen in one critical section, so a release can never count a waiter it cannot find: no
+// lost wakeups. Wakes are delivered after the mutex is dropped, through each waiter's
+// ThreadBlocker.
 #pragma once
 
-#include <chrono>
+#include <atomic>
 #include <cstdint>
 #include <mutex>
-#include <optional>
-
-#include "arbor/sync/futex.hpp"
 
 namespace arbor::sync {
 
@@ -34,12 +36,11 @@ class LifoSemaphore {
  public:
   struct Counts {
     std::uint32_t signals = 0;  // at most kMaxSignals
-    std::uint8_t spinners = 0;
     std::uint16_t waiters = 0;
     std::uint16_t signaled_to_wake = 0;
   };
   /// Signals beyond this saturate; releases this large mean a logic error in the caller.
-  static constexpr std::uint32_t kMaxSignals = (1u << 24) - 1;
+  static constexpr std::uint32_t kMaxSignals = UINT32_MAX;
 
   explicit LifoSemaphore(std::uint32_t initial_signals = 0) noexcept;
   LifoSemaphore(const LifoSemaphore&) = delete;
@@ -48,10 +49,8 @@ class LifoSemaphore {
 
   /// Takes a signal if one is available without blocking.
   bool try_wait() noexcept;
-  /// Takes a signal: spins up to `spin_iterations` probes first, then parks. Returns false if
-  /// `timeout` elapsed first. No timeout means wait indefinitely.
-  bool wait(std::optional<std::chrono::nanoseconds> timeout = std::nullopt,
-            std::uint32_t spin_iterations = 0) noexcept;
+  /// Takes a signal, parking until a release provides one.
+  void wait() noexcept;
   /// Adds `n` signals and wakes up to `n` parked waiters, most recently parked first.
   void release(std::uint32_t n = 1) noexcept;
 
@@ -60,10 +59,6 @@ class LifoSemaphore {
 
  private:
   struct Waiter;
-  bool park(std::optional<std::chrono::steady_clock::time_point> deadline, bool spinning) noexcept;
-  void push(Waiter* w) noexcept;    // stack_mutex_ held
-  Waiter* pop() noexcept;           // stack_mutex_ held
-  void unlink(Waiter* w) noexcept;  // stack_mutex_ held
 
   std::atomic<std::uint64_t> state_;
   std::mutex stack_mutex_;

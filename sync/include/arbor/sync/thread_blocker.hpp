@@ -5,12 +5,12 @@
 //   kSleeping  the owner is (about to be) blocked in futex_wait
 //   kSignalled a wake arrived and has not been consumed
 // `wake()` only makes a system call when it replaces kSleeping, so waking a thread that has not
-// gone to sleep yet costs one atomic exchange. Only the owning thread calls `wait*`; a wake
+// gone to sleep yet costs one atomic exchange. Only the owning thread calls `wait`; a wake
 // that arrives before the wait is kept and consumed by it. Spurious futex returns are absorbed
-// here: `wait()` returns only after a `wake()`.
+// here: `wait()` returns only after a `wake()`. There is no timed wait: every user (the
+// semaphore's parked threads, the benchmarks' main threads) waits until it is woken.
 #pragma once
 
-#include <chrono>
 #include <cstdint>
 
 #include "arbor/sync/futex.hpp"
@@ -25,11 +25,6 @@ class ThreadBlocker {
 
   /// Blocks until woken, then consumes the signal.
   void wait() noexcept;
-  /// Blocks until woken (true, signal consumed) or until `deadline` (false, nothing consumed).
-  bool wait_until(std::chrono::steady_clock::time_point deadline) noexcept;
-  bool wait_for(std::chrono::nanoseconds timeout) noexcept {
-    return wait_until(std::chrono::steady_clock::now() + timeout);
-  }
   /// Signals the owner. Several wakes before one wait count as one.
   void wake() noexcept;
 
