@@ -8,6 +8,7 @@
 #include <ctime>
 
 #include "arbor/sync/futex.hpp"
+#include "arbor/sync/timespec.hpp"
 
 namespace arbor::sync {
 namespace {
@@ -22,15 +23,9 @@ long futex(FutexWord& word, int op, std::uint32_t value, const timespec* timeout
 
 bool futex_wait(FutexWord& word, std::uint32_t expected,
                 std::optional<std::chrono::nanoseconds> timeout) noexcept {
-  timespec ts{};
-  const timespec* tsp = nullptr;
-  if (timeout) {
-    auto ns = timeout->count() < 0 ? 0 : timeout->count();
-    ts.tv_sec = static_cast<time_t>(ns / 1'000'000'000);
-    ts.tv_nsec = static_cast<long>(ns % 1'000'000'000);
-    tsp = &ts;  // FUTEX_WAIT takes a relative CLOCK_MONOTONIC timeout
-  }
-  long rc = futex(word, FUTEX_WAIT_PRIVATE, expected, tsp);
+  // FUTEX_WAIT takes a relative CLOCK_MONOTONIC timeout.
+  const timespec ts = to_timespec<timespec>(timeout ? timeout->count() : 0);
+  long rc = futex(word, FUTEX_WAIT_PRIVATE, expected, timeout ? &ts : nullptr);
   return !(rc == -1 && errno == ETIMEDOUT);  // EAGAIN (value changed) and EINTR are not timeouts
 }
 

@@ -19,10 +19,10 @@
 #include "arbor/io/engine.hpp"
 #include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
+#include "arbor/sync/timespec.hpp"
 #include "common/descriptor.hpp"
 #include "common/engine_table.hpp"
 #include "common/operation_state.hpp"
-#include "common/timespec.hpp"
 #include "posix/socket_calls.hpp"
 
 namespace arbor::io {
@@ -189,7 +189,7 @@ class EpollEngine final : public Engine {
       if (count == out.size()) return count;
       timeout_ns = 0;  // look for more, but do not sleep on an event in hand
     }
-    timespec ts = to_timespec<timespec>(timeout_ns);
+    timespec ts = sync::to_timespec<timespec>(timeout_ns);
     // Each epoll event yields up to two events, one per side. Asking for ceil(room / 2) fills
     // the batch, and at most one event then does not fit: it is kept in `carried` for the next
     // wait. Its operation is already out of its slot with a busy count held, so nothing else

@@ -11,8 +11,8 @@
 #include <cstring>
 
 #include "arbor/io/log.hpp"
+#include "arbor/sync/timespec.hpp"
 #include "common/engine_table.hpp"
-#include "common/timespec.hpp"
 #include "posix/socket_calls.hpp"
 
 namespace arbor::io {
@@ -240,7 +240,7 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
     r.sleeping.store(false, std::memory_order_relaxed);
   }
   io_uring_cqe* cqe = nullptr;
-  __kernel_timespec ts = to_timespec<__kernel_timespec>(timeout_ns);
+  __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(timeout_ns);
   if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
   const int e =
       io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, timeout_ns >= 0 ? &ts : nullptr, nullptr);
