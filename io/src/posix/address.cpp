@@ -109,10 +109,12 @@ std::string Address::to_string() const {
   if (is_v6()) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_addr, host,
               sizeof host);
-    return "[" + std::string(host) + "]:" + std::to_string(port());
+    std::string text("[");
+    return text.append(host).append("]:").append(std::to_string(port()));
   }
   inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(storage_)->sin_addr, host, sizeof host);
-  return std::string(host) + ":" + std::to_string(port());
+  std::string text(host);
+  return text.append(":").append(std::to_string(port()));
 }
 
 bool operator==(const Address& a, const Address& b) noexcept {
