@@ -12,7 +12,11 @@ void format_http_date(long long unix_seconds, char* out) noexcept {
                                           "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"};
   const time_t t = static_cast<time_t>(unix_seconds);
   tm parts{};
+#if defined(_WIN32)
+  gmtime_s(&parts, &t);  // the CRT's thread-safe gmtime: Windows has no gmtime_r
+#else
   gmtime_r(&t, &parts);
+#endif
   auto two = [](char* p, int v) {
     p[0] = static_cast<char>('0' + v / 10 % 10);
     p[1] = static_cast<char>('0' + v % 10);

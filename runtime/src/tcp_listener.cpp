@@ -13,14 +13,14 @@ namespace arbor {
 namespace {
 
 bool is_exhaustion(const std::error_code& e) noexcept {
-  if (e.category() != std::system_category()) return false;
+  if (e.category() != errno_category()) return false;
   const int v = e.value();
   return v == EMFILE || v == ENFILE || v == ENOBUFS || v == ENOMEM;
 }
 
 // The peer went away between the handshake and accept(): not the listener's problem.
 bool is_peer_abort(const std::error_code& e) noexcept {
-  if (e.category() != std::system_category()) return false;
+  if (e.category() != errno_category()) return false;
   const int v = e.value();
   return v == ECONNABORTED || v == EPROTO || v == EPERM;
 }

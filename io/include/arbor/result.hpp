@@ -70,9 +70,22 @@ struct is_result : std::false_type {};
 template <class T>
 struct is_result<Result<T>> : std::true_type {};
 
-/// `-errno` style result (as kernels report) to an error_code in the system category.
+/// The error category errno values belong to. On POSIX that is system_category(). On Windows
+/// system_category() holds Windows error codes (GetLastError, WSAGetLastError: so in MSVC's
+/// library and in libstdc++ for mingw-w64), where an errno value would be misread, and errno
+/// values are generic_category()'s.
+inline const std::error_category& errno_category() noexcept {
+#if defined(_WIN32)
+  return std::generic_category();
+#else
+  return std::system_category();
+#endif
+}
+
+/// `-errno` style result (as kernels report, and as every engine reports on every platform)
+/// to an error_code in errno_category().
 inline std::error_code errno_code(int error) noexcept {
-  return {error < 0 ? -error : error, std::system_category()};
+  return {error < 0 ? -error : error, errno_category()};
 }
 
 }  // namespace arbor

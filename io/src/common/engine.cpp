@@ -118,6 +118,10 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
     return ec;
   }
   if (options.kind != "auto") return find_engine(options.kind)->create(scheduler, options, true);
+  if (engine_table().empty()) {  // a platform whose engine is still to come (Windows today)
+    log::error("no IO engine is built for this platform");
+    return std::make_error_code(std::errc::function_not_supported);
+  }
   std::error_code last = std::make_error_code(std::errc::function_not_supported);
   for (const EngineEntry* e : engine_table()) {
     if (auto why = e->probe()) {

@@ -1,11 +1,15 @@
+// Address on sockaddr_in / sockaddr_in6: parsing and formatting numeric text only (no name
+// resolution), the same code on every platform (common/sockaddr.hpp has the one difference, the
+// headers).
+//
+// Invariant: storage_ holds a sockaddr_in or a sockaddr_in6 and its family field says which;
+// everything else (port, native_size(), the text form) follows from that field.
 #include "arbor/address.hpp"
-
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <charconv>
 #include <cstring>
+
+#include "common/sockaddr.hpp"
 
 namespace arbor {
 
@@ -109,8 +113,13 @@ std::string Address::to_string() const {
   if (is_v6()) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_addr, host,
               sizeof host);
-    std::string text("[");
-    return text.append(host).append("]:").append(std::to_string(port()));
+    // Appended piece by piece: GCC 12 warns falsely (-Wrestrict, its bug 105329) on
+    // "[" + std::string(...).
+    std::string text(1, '[');
+    text += host;
+    text += "]:";
+    text += std::to_string(port());
+    return text;
   }
   inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(storage_)->sin_addr, host, sizeof host);
   std::string text(host);

@@ -1,0 +1,166 @@
+// The public synchronous socket API (arbor/io/socket.hpp) on Winsock.
+//
+// Same contract as the POSIX version: every failure is a value, errno-valued (winsock.hpp),
+// handles are non-blocking and not inherited by child processes (the close-on-exec of Windows).
+// Sockets are created overlapped, as the IOCP engine will need them. Where Windows has no
+// counterpart of a POSIX behaviour, the function says so below rather than pretending.
+#include "arbor/io/socket.hpp"
+
+#include <winsock2.h>
+#include <ws2tcpip.h>
+
+#include <cerrno>
+
+#include "windows/winsock.hpp"
+
+namespace arbor::io {
+namespace {
+
+using windows::last_socket_error;
+
+SOCKET socket_of(Handle h) noexcept {
+  return static_cast<SOCKET>(h);
+}
+
+std::error_code check(int status) noexcept {
+  return status == SOCKET_ERROR ? last_socket_error() : std::error_code{};
+}
+
+struct OptionName {
+  int level;
+  int name;
+};
+// reuse_address and reuse_port have no entry: see set_option() below.
+OptionName native(BoolOption option) noexcept {
+  switch (option) {
+    case BoolOption::no_delay:
+      return {IPPROTO_TCP, TCP_NODELAY};
+    case BoolOption::keep_alive:
+      return {SOL_SOCKET, SO_KEEPALIVE};
+    case BoolOption::v6_only:
+      return {IPPROTO_IPV6, IPV6_V6ONLY};
+    default:
+      return {SOL_SOCKET, SO_KEEPALIVE};
+  }
+}
+OptionName native(IntOption option) noexcept {
+  return option == IntOption::receive_buffer ? OptionName{SOL_SOCKET, SO_RCVBUF}
+                                             : OptionName{SOL_SOCKET, SO_SNDBUF};
+}
+
+std::error_code no_such_option() noexcept {
+  return errno_code(ENOPROTOOPT);  // what Linux reports for an option it does not have
+}
+
+}  // namespace
+
+Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
+  if (auto ec = windows::winsock_start()) return ec;
+  const int family = family_of.is_v6() ? AF_INET6 : AF_INET;
+  const int kind = type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM;
+  const SOCKET s =
+      ::WSASocketW(family, kind, 0, nullptr, 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
+  if (s == INVALID_SOCKET) return last_socket_error();
+  u_long non_blocking = 1;
+  if (::ioctlsocket(s, FIONBIO, &non_blocking) == SOCKET_ERROR) {
+    const auto ec = last_socket_error();
+    ::closesocket(s);
+    return ec;
+  }
+  return static_cast<Handle>(s);
+}
+
+std::error_code bind(Handle handle, const Address& address) noexcept {
+  return check(::bind(socket_of(handle), static_cast<const sockaddr*>(address.native()),
+                      static_cast<int>(address.native_size())));
+}
+
+std::error_code listen(Handle handle, int backlog) noexcept {
+  return check(::listen(socket_of(handle), backlog));
+}
+
+// Unlike Linux, Windows does not promise that shutdown(SD_RECEIVE) completes a receive already
+// pending on the socket; the IOCP engine has to finish such receives itself.
+std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
+  const int native = how == ShutdownHow::read    ? SD_RECEIVE
+                     : how == ShutdownHow::write ? SD_SEND
+                                                 : SD_BOTH;
+  return check(::shutdown(socket_of(handle), native));
+}
+
+void close_handle(Handle handle) noexcept {
+  if (handle != kInvalidHandle) ::closesocket(socket_of(handle));
+}
+
+// reuse_address: POSIX's SO_REUSEADDR lets a listener bind a port whose old connections linger
+// in TIME_WAIT, which Windows allows anyway. Windows' SO_REUSEADDR means something else, that a
+// second socket may bind a port already in use and take over its traffic, which arbor never
+// wants (libuv, Go and Rust's std do not set it on Windows either). So the option is always on
+// in the POSIX sense, setting it changes nothing, and reading it says true.
+// reuse_port (SO_REUSEPORT, load-balanced listeners) has no Windows counterpart: ENOPROTOOPT.
+std::error_code set_option(Handle handle, BoolOption option, bool value) noexcept {
+  if (option == BoolOption::reuse_address) return {};
+  if (option == BoolOption::reuse_port) return no_such_option();
+  const auto [level, name] = native(option);
+  const BOOL v = value ? TRUE : FALSE;
+  return check(
+      ::setsockopt(socket_of(handle), level, name, reinterpret_cast<const char*>(&v), sizeof v));
+}
+
+Result<bool> get_option(Handle handle, BoolOption option) noexcept {
+  if (option == BoolOption::reuse_address) return true;
+  if (option == BoolOption::reuse_port) return no_such_option();
+  const auto [level, name] = native(option);
+  // Zeroed first: Windows writes a single byte for some boolean options (TCP_NODELAY).
+  BOOL v = FALSE;
+  int len = sizeof v;
+  if (auto ec =
+          check(::getsockopt(socket_of(handle), level, name, reinterpret_cast<char*>(&v), &len)))
+    return ec;
+  return v != FALSE;
+}
+
+std::error_code set_option(Handle handle, IntOption option, int value) noexcept {
+  const auto [level, name] = native(option);
+  return check(::setsockopt(socket_of(handle), level, name, reinterpret_cast<const char*>(&value),
+                            sizeof value));
+}
+
+Result<int> get_option(Handle handle, IntOption option) noexcept {
+  const auto [level, name] = native(option);
+  int v = 0;
+  int len = sizeof v;
+  if (auto ec =
+          check(::getsockopt(socket_of(handle), level, name, reinterpret_cast<char*>(&v), &len)))
+    return ec;
+  return v;
+}
+
+std::error_code set_linger_reset(Handle handle) noexcept {
+  const linger l{1, 0};
+  return check(::setsockopt(socket_of(handle), SOL_SOCKET, SO_LINGER,
+                            reinterpret_cast<const char*>(&l), sizeof l));
+}
+
+Result<Address> local_address(Handle handle) noexcept {
+  Address address;
+  int len = static_cast<int>(Address::capacity());
+  if (auto ec =
+          check(::getsockname(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
+    return ec;
+  return address;
+}
+
+Result<Address> peer_address(Handle handle) noexcept {
+  Address address;
+  int len = static_cast<int>(Address::capacity());
+  if (auto ec =
+          check(::getpeername(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
+    return ec;
+  return address;
+}
+
+// Windows has no SIGPIPE: a send to a closed peer is already an error (WSAECONNRESET).
+void ignore_sigpipe() noexcept {}
+
+}  // namespace arbor::io
