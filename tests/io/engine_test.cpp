@@ -1,6 +1,7 @@
 // Engine-level tests, run against every engine this machine can create.
 #include "arbor/io/engine.hpp"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -272,6 +273,35 @@ TEST(Engine, AutoPrefersUringWhenAvailable) {
   ASSERT_TRUE(e);
   EXPECT_EQ(std::string((*e)->name()), Engine::available().front());
   (*e)->stop();
+  scheduler.stop();
+}
+
+// Review: an attach that epoll refuses (a regular file: EPERM) closes the handle and returns
+// the descriptor to the pool with fd_closed still false. At teardown ~EpollEngine runs
+// close_if_open() over every descriptor, free ones included, and closes that fd number a
+// second time: by then it may belong to anything the process opened since.
+TEST(EpollEngine, RefusedAttachDoesNotCloseItsFdNumberAgainAtTeardown) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  EngineOptions o;
+  o.kind = "epoll";
+  auto engine = Engine::create(scheduler, o);
+  ASSERT_TRUE(engine);
+  char path[] = "/tmp/arbor-review-XXXXXX";
+  const int file = ::mkstemp(path);
+  ASSERT_GE(file, 0);
+  ::unlink(path);
+  auto refused = (*engine)->attach(file);  // epoll_ctl(ADD) on a regular file: EPERM
+  ASSERT_FALSE(refused);
+  // The process reuses the lowest free number: the one attach() just closed.
+  int fds[2];
+  ASSERT_EQ(::pipe2(fds, O_CLOEXEC), 0);
+  const int reused = fds[0] == file ? fds[0] : (fds[1] == file ? fds[1] : -1);
+  ASSERT_NE(reused, -1) << "the refused handle's number was not reused";
+  (*engine)->stop();
+  engine->reset();  // ~EpollEngine
+  EXPECT_NE(::fcntl(reused, F_GETFD), -1) << "the engine closed an fd it no longer owned";
+  ::close(fds[0]);
+  ::close(fds[1]);
   scheduler.stop();
 }
 

@@ -104,6 +104,10 @@ class EpollEngine final : public Engine {
     if (added != 0) {
       const int e = errno;
       close_handle(handle);
+      {
+        std::lock_guard guard(d->lock);
+        d->closed = d->fd_closed = true;  // never named: nothing may close this fd number again
+      }
       descriptors_pool_.release(d);
       return errno_code(e);
     }
@@ -113,12 +117,13 @@ class EpollEngine final : public Engine {
 
   bool start(Operation& op) noexcept override {
     auto& d = descriptor_of<EpollDescriptor>(op);
-    EpollOp& state = emplace_state<EpollOp>(op);
     {
       std::lock_guard guard(d.lock);
+      // Admitted first: an operation refused as busy may be the one pending, whose state must
+      // not be reset under it.
       if (!admit(d, op, cancelling())) return true;
       ++d.busy;
-      state.ready_seq = d.seq[Descriptor::side(op.kind)];
+      emplace_state<EpollOp>(op).ready_seq = d.seq[Descriptor::side(op.kind)];
     }
     return attempt(op);
   }

@@ -131,9 +131,6 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
 
 bool UringEngine::start(Operation& op) noexcept {
   auto& d = descriptor_of<UringDescriptor>(op);
-  UringOp& state = emplace_state<UringOp>(op);
-  state.start.kind = RequestKind::start;
-  state.start.owner = &op;
   const int side = Descriptor::side(op.kind);
   Ring& ring = ring_of(d);
   if (ring.multishot && op.kind == OpKind::accept) return start_multishot_accept(ring, d, op);
@@ -142,7 +139,7 @@ bool UringEngine::start(Operation& op) noexcept {
   if (op.kind == OpKind::send || op.kind == OpKind::send_vectored) {
     {
       std::lock_guard guard(d.lock);
-      if (!admit(d, op, cancelling())) return true;
+      if (!admit_start(d, op)) return true;
       ++d.busy;  // keeps the fd open while the system call runs outside the lock
     }
     const std::int64_t r = posix::perform(op, d.fd);
@@ -166,7 +163,7 @@ bool UringEngine::start(Operation& op) noexcept {
   }
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, cancelling())) return true;
+    if (!admit_start(d, op)) return true;
     queue_start(ring, d, op, side);
   }
   ring.notify();
@@ -324,6 +321,15 @@ void UringEngine::on_poller_start(int poller) noexcept {
   const int fd = rings_[static_cast<std::size_t>(poller)]->ring.ring_fd;
   if (::syscall(__NR_io_uring_register, fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
     log::error("io_uring: enabling the ring failed: {}", std::strerror(errno));
+}
+
+bool UringEngine::admit_start(UringDescriptor& d, Operation& op) const noexcept {
+  if (!admit(d, op, cancelling())) return false;
+  // Only now: an operation refused as busy may be the one pending, whose state (its queued
+  // request, the msghdr the kernel reads) must not be reset under it.
+  UringOp& state = emplace_state<UringOp>(op);
+  state.start = {nullptr, RequestKind::start, &op};
+  return true;
 }
 
 void UringEngine::queue_start(Ring& ring, UringDescriptor& d, Operation& op, int side) noexcept {
@@ -500,13 +506,15 @@ Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler, const Engine
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-// A small ring with no special set-up, checked the way setup() checks every ring. (A kernel
-// that passes this but rejects the preferred set-up flags still gets a ring: setup() falls
-// back through older set-ups.)
+// A ring of the default size with no special set-up, checked the way setup() checks every ring
+// (the default size, so a kernel that charges ring memory to a small memlock limit fails here
+// as create() would). A kernel that passes this but rejects the preferred set-up flags still
+// gets a ring: setup() falls back through older set-ups.
 std::error_code probe() noexcept {
   io_uring ring{};
   io_uring_params params{};
-  const int e = io_uring_queue_init_params(8, &ring, &params);
+  params.flags = IORING_SETUP_CLAMP;
+  const int e = io_uring_queue_init_params(EngineOptions{}.ring_entries, &ring, &params);
   if (e < 0) return {-e, std::system_category()};
   const std::error_code missing = check_ring(ring, params);
   io_uring_queue_exit(&ring);

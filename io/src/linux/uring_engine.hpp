@@ -219,6 +219,9 @@ class UringEngine final : public Engine {
     return *rings_[static_cast<std::size_t>(d.poller)];
   }
   std::error_code setup(Ring& r);
+  // Under d.lock: the shared admission rule (admit()); if admitted, op's io_uring state is
+  // constructed. False: op.result holds its inline result.
+  bool admit_start(UringDescriptor& d, Operation& op) const noexcept;
   // Under d.lock: occupy the slot and hand the start to the poller (in lock order).
   static void queue_start(Ring& ring, UringDescriptor& d, Operation& op, int side) noexcept;
   // Under d.lock: a close that waited for `busy` to drain goes to the poller now. True if it

@@ -40,7 +40,7 @@ bool UringEngine::start_multishot_accept(Ring& ring, UringDescriptor& d, Operati
   bool pushed = false;
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, cancelling())) return true;
+    if (!admit_start(d, op)) return true;
     if (d.accepted_head < d.accepted.size()) {
       ready = d.accepted[d.accepted_head++];
       if (d.accepted_head == d.accepted.size()) {
@@ -68,7 +68,7 @@ bool UringEngine::start_multishot_receive(Ring& ring, UringDescriptor& d, Operat
   bool pushed = false;
   {
     std::lock_guard guard(d.lock);
-    if (!admit(d, op, cancelling())) return true;
+    if (!admit_start(d, op)) return true;
     if (d.chunk_head != ProvidedBuffers::kNone) {
       op.result = static_cast<std::int64_t>(
           take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
