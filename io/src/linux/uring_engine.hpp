@@ -99,7 +99,6 @@ struct UringDescriptor : Descriptor {
     accepted_head = 0;
   }
   bool idle() const noexcept { return slots_empty() && !multishot_armed; }
-  Finish finish_if_closed() noexcept { return Descriptor::finish_if_closed(!multishot_armed); }
 };
 
 // io_uring's part of an operation: its start request, whether it waits in its slot for the
@@ -109,8 +108,8 @@ struct UringOp {
   Request start;
   bool parked = false;
   socklen_t address_size = 0;
-  msghdr message{};
-  iovec vector{};
+  msghdr message;  // set by prepare() for the message kinds, before the kernel reads it
+  iovec vector;
 };
 
 inline std::uint64_t multishot_data(UringDescriptor& d) noexcept {
