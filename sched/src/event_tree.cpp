@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <new>
+#include <utility>
 #include <vector>
 
 namespace arbor::sched {
@@ -60,7 +61,7 @@ EventItem* pack_event_trees(EventItem** nodes, std::size_t n, std::size_t max_tr
 EventItem::EventItem() noexcept : WorkItem(&run_event_item) {}
 
 std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<const Event> events,
-                               std::size_t max_tree) noexcept {
+                               std::size_t max_tree, bool keep_first) noexcept {
   if (events.empty()) return 0;
   if (max_tree == 0) max_tree = kDefaultMaxTree;
   // Engines harvest a bounded number of completions per wait, so a small stack buffer covers
@@ -69,7 +70,7 @@ std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<
   std::array<EventItem*, kChunk> nodes;
   std::size_t trees = 0;
   for (std::size_t base = 0; base < events.size(); base += kChunk) {
-    const std::size_t n = std::min(kChunk, events.size() - base);
+    std::size_t n = std::min(kChunk, events.size() - base);
     try {
       pool.acquire(nodes.data(), n);  // all or nothing
     } catch (const std::bad_alloc&) {
@@ -83,12 +84,21 @@ std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<
     for (std::size_t i = 0; i < n; ++i)
       nodes[i]->event = events[base + i];
     std::size_t roots = 0;
-    EventItem* first = pack_event_trees(nodes.data(), n, max_tree, roots);
+    WorkItem* first = pack_event_trees(nodes.data(), n, max_tree, roots);
+    trees += roots;
+    if (keep_first && base == 0 && Scheduler::current() == &scheduler) {
+      // The first tree holds min(n, max_tree) events; the scheduler counts it as that many.
+      WorkItem* rest = std::exchange(first->next, nullptr);
+      scheduler.submit(*first, /*prefer_local=*/true, std::min(n, max_tree));
+      if (rest == nullptr) continue;
+      first = rest;
+      --roots;
+      n -= std::min(n, max_tree);
+    }
     WorkItem* last = first;
     while (last->next != nullptr)
       last = last->next;
     scheduler.submit_batch(first, last, roots, n);
-    trees += roots;
   }
   return trees;
 }

@@ -31,6 +31,17 @@
 // A woken worker is counted as unparked + searching by its waker (S3), before it even runs,
 // so concurrent submitters do not wake a second one for the same work.
 //
+// The driver (sched/driver.hpp). A parker that takes the poll right sleeps in the driver, not
+// on the semaphore, and sets idle_state_'s driver bit in the same step as P1 (D1), so S3 always
+// knows where the sleepers are: started - unparked are asleep, one of them in the driver if the
+// bit is set. S3 wakes a semaphore sleeper when there is one (the driver's sleeper stays in the
+// kernel, waiting for IO), and the driver's sleeper only when it is the last one asleep: it
+// claims it by clearing the bit in the same CAS that counts the wake, then unparks the driver
+// (D2). On its way out (D3), a driver sleeper whose bit was cleared was counted in by its waker,
+// like a woken sleeper; one whose bit is still set clears it and counts itself back in, which
+// breaks no rule above, since no wake was ever counted for it. Only the holder of the poll
+// right sets the bit, so there is at most one driver sleeper.
+//
 // Searchers bound: at most half the workers (at least one) search at once (T1). When the last
 // searcher finds work it wakes one more sleeper (T2), since more work may be queued behind it;
 // so a burst wakes workers one at a time, each only once the previous one has found something.
@@ -42,6 +53,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "arbor/sched/local_queue.hpp"
 #include "arbor/sched/test_hooks.hpp"
@@ -52,11 +64,15 @@ namespace {
 
 constexpr std::uint32_t kSearchingOne = 1;
 constexpr std::uint32_t kUnparkedOne = 1u << 16;
+constexpr std::uint32_t kDriverAsleep = 1u << 31;
 constexpr std::uint32_t searching_of(std::uint32_t s) noexcept {
   return s & 0xffffu;
 }
 constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept {
-  return s >> 16;
+  return (s >> 16) & 0x7fffu;
+}
+constexpr bool driver_asleep(std::uint32_t s) noexcept {
+  return (s & kDriverAsleep) != 0;
 }
 
 std::atomic<void (*)()> inside_park_hook{nullptr};
@@ -64,6 +80,11 @@ std::atomic<void (*)()> inside_park_hook{nullptr};
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
 constexpr std::uint32_t kGlobalQueueInterval = 61;
+
+// How many items a busy worker runs between two looks into the driver, so that completions do
+// not wait for a worker to run out of work (Tokio's event_interval; measured in
+// docs/benchmarks.md).
+constexpr std::uint32_t kPollInterval = 61;
 
 }  // namespace
 
@@ -109,6 +130,7 @@ struct Scheduler::Worker {
   sync::AdaptiveSpinner spinner;
   sync::FastRandom rng;
   std::uint32_t tick = 0;
+  std::uint32_t since_poll = 0;  // items run since this worker last looked into the driver
   bool searching = false;  // mirrors this worker's share of idle_state_'s searching count
 
   // Wake deferral (see submit()): the item being run, whether it left a wake decision for its
@@ -290,17 +312,27 @@ bool Scheduler::notify_parked() noexcept {
   // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  bool to_driver = false;
   for (;;) {                                // S3
     if (searching_of(s) != 0) return true;  // a searcher (or a counted wake) will find the work
     const int unparked = static_cast<int>(unparked_of(s));
     if (unparked - blocked_.load(std::memory_order_relaxed) >= workers_) return true;
-    if (unparked >= started_.load(std::memory_order_acquire)) return false;  // nobody asleep
-    if (idle_state_.compare_exchange_weak(s, s + kSearchingOne + kUnparkedOne,
-                                          std::memory_order_seq_cst, std::memory_order_relaxed))
+    const int asleep = started_.load(std::memory_order_acquire) - unparked;
+    if (asleep <= 0) return false;  // nobody asleep
+    // Wake a sleeper on the semaphore if there is one: the worker in the driver stays there,
+    // waiting for IO. If it is the only one asleep, clearing its bit claims it (D2).
+    to_driver = driver_asleep(s) && asleep == 1;
+    const std::uint32_t next = s + kSearchingOne + kUnparkedOne - (to_driver ? kDriverAsleep : 0);
+    if (idle_state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
+                                          std::memory_order_relaxed))
       break;
   }
   counter_block().add(detail::CounterBlock::wakes);
-  sleepers_.release(1);  // S4
+  if (to_driver) {
+    unpark_driver();  // S4 (D2)
+  } else {
+    sleepers_.release(1);  // S4
+  }
   return true;
 }
 
@@ -399,15 +431,28 @@ bool Scheduler::anything_queued() const noexcept {
 }
 
 void Scheduler::park(Worker& w) noexcept {
+  // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
+  // and says so in the same step that counts it asleep, so a waker always knows where it is.
+  const bool holder = try_take_poll_right();
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
-  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
+  if (holder) {
+    idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
+  } else {
+    idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
+  }
   w.searching = false;
   if (auto* hook = inside_park_hook.load(std::memory_order_relaxed)) hook();
   // P2. Pairs with the fence in notify_parked() (S2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (stopping_.load(std::memory_order_relaxed)) {
-    // stop() posts a signal per worker and joins us; the counts no longer matter.
-    idle_state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
+    // stop() posts a signal per worker and joins us; the counts no longer matter, only that
+    // the driver's bit does not outlive its holder.
+    if (holder) {
+      leave_driver(w);
+      release_poll_right();
+    } else {
+      idle_state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
+    }
     return;
   }
   if (anything_queued()) {
@@ -419,16 +464,30 @@ void Scheduler::park(Worker& w) noexcept {
     // wakes us at once. Re-adding ourselves as unparked-but-not-searching instead (the old
     // protocol) leaves such a counted wake with nobody behind it: a searcher that fills the
     // searcher cap while its signal waits for a sleeper that never comes (the model's
-    // "phantom searcher").
+    // "phantom searcher"). The driver's sleeper may find itself claimed already (D2): a waker
+    // counted it in, so it is back.
     std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-    while (searching_of(s) == 0 &&
-           static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) < workers_) {
-      if (idle_state_.compare_exchange_weak(s, s + kSearchingOne + kUnparkedOne,
-                                            std::memory_order_seq_cst, std::memory_order_relaxed)) {
+    for (;;) {
+      if (holder && !driver_asleep(s)) {
         w.searching = true;
+        release_poll_right();
+        return;
+      }
+      if (searching_of(s) != 0 ||
+          static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+        break;
+      const std::uint32_t next = s + kSearchingOne + kUnparkedOne - (holder ? kDriverAsleep : 0);
+      if (idle_state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
+                                            std::memory_order_relaxed)) {
+        w.searching = true;
+        if (holder) release_poll_right();
         return;
       }
     }
+  }
+  if (holder) {
+    wait_in_driver(w);
+    return;
   }
   w.counters.bump(detail::CounterBlock::parks);
   sleepers_.wait();  // P4
@@ -436,10 +495,140 @@ void Scheduler::park(Worker& w) noexcept {
   w.searching = true;
 }
 
+void Scheduler::leave_driver(Worker& w) noexcept {
+  // D3. Claimed by a waker (D2): it counted us unparked and searching, as S3 counts a sleeper
+  // it wakes. Otherwise nobody counted a wake for us (S3 wakes the driver's sleeper only when
+  // it is the last one asleep, and then claims it by clearing the bit; a wake for the
+  // semaphore never counts on it), so we count ourselves back in, not searching: we bring the
+  // work we reaped, and a surplus is announced by dispatch().
+  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (!driver_asleep(s)) {
+      w.searching = true;
+      return;
+    }
+    if (idle_state_.compare_exchange_weak(s, s - kDriverAsleep + kUnparkedOne,
+                                          std::memory_order_seq_cst, std::memory_order_relaxed)) {
+      w.searching = false;
+      return;
+    }
+  }
+}
+
+void Scheduler::wait_in_driver(Worker& w) noexcept {
+  // The right was taken after seeing a driver, and detach_driver() waits for the right before
+  // it lets the driver go, so the pointer stays valid until we release the right.
+  Driver* driver = driver_.load(std::memory_order_acquire);
+  w.counters.bump(detail::CounterBlock::driver_waits);
+  driver->wait(-1);
+  // Out of the driver before dispatching: what we hand out may need a helper woken, and S3
+  // must not pick us (still marked asleep) to be that helper.
+  leave_driver(w);
+  dispatch(w, *driver);
+  release_poll_right();
+}
+
+void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
+  // Outside any item. The first tree goes to our local queue as an item's first queued work
+  // does, its wake decision deferred: we run it next, so a wake is owed only for a surplus.
+  w.running = nullptr;
+  w.notify_deferred = false;
+  driver.dispatch();
+  if (w.notify_deferred) {
+    w.notify_deferred = false;
+    if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
+  }
+  w.since_poll = 0;
+}
+
+bool Scheduler::try_take_poll_right() noexcept {
+  if (driver_.load(std::memory_order_relaxed) == nullptr) return false;
+  if (poll_right_.load(std::memory_order_relaxed) ||
+      poll_right_.exchange(true, std::memory_order_seq_cst))
+    return false;
+  // Pairs with detach_driver(), which clears driver_ and then waits for the right to be free:
+  // either it sees our right taken and waits for us, or we see the driver gone.
+  if (driver_.load(std::memory_order_seq_cst) == nullptr) {
+    release_poll_right();
+    return false;
+  }
+  return true;
+}
+
+void Scheduler::release_poll_right() noexcept {
+  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
+  // next holder, whose exchange in try_take_poll_right() acquires it.
+  poll_right_.store(false, std::memory_order_release);
+}
+
+void Scheduler::poll_without_waiting(Worker& w) noexcept {
+  Driver* driver = driver_.load(std::memory_order_acquire);
+  w.counters.bump(detail::CounterBlock::driver_polls);
+  driver->wait(0);
+  dispatch(w, *driver);
+}
+
+bool Scheduler::poll_driver() noexcept {
+  Worker* w = this_worker();
+  if (w == nullptr || &w->owner != this || !try_take_poll_right()) return false;
+  // Called from inside an item: what it dispatches is work that item queued, so the item's own
+  // wake decision (notify_deferred, settled at its end) covers it.
+  Driver* driver = driver_.load(std::memory_order_acquire);
+  w->counters.bump(detail::CounterBlock::driver_polls);
+  driver->wait(0);
+  driver->dispatch();
+  w->since_poll = 0;
+  release_poll_right();
+  return true;
+}
+
+void Scheduler::unpark_driver() noexcept {
+  // Counted in unparkers_ before reading driver_, so detach_driver() (which clears driver_ and
+  // then waits for unparkers_ to drain) cannot let the driver go while we call it.
+  unparkers_.fetch_add(1, std::memory_order_seq_cst);
+  if (Driver* driver = driver_.load(std::memory_order_seq_cst)) driver->unpark();
+  unparkers_.fetch_sub(1, std::memory_order_release);
+}
+
+void Scheduler::attach_driver(Driver& driver) noexcept {
+  Driver* expected = nullptr;
+  if (!driver_.compare_exchange_strong(expected, &driver, std::memory_order_seq_cst)) {
+    std::fputs("arbor::sched::Scheduler::attach_driver: a driver is already attached\n", stderr);
+    std::abort();
+  }
+  // Workers asleep on the semaphore do not look at the driver until they park again; if all
+  // sleep, wake one, so that it parks again and waits in the driver.
+  notify_parked();
+}
+
+void Scheduler::detach_driver() noexcept {
+  if (current() == this) {
+    std::fputs("arbor::sched::Scheduler::detach_driver() called from one of its own workers\n",
+               stderr);
+    std::abort();
+  }
+  Driver* driver = driver_.exchange(nullptr, std::memory_order_seq_cst);
+  if (driver == nullptr) return;
+  // A holder may be waiting in it with no deadline: unpark until it lets go. Unparks are
+  // sticky, so one that lands between the holder's checks still ends its next wait. The
+  // acquire loads order the holder's (and unparkers') last use before our return.
+  while (poll_right_.load(std::memory_order_seq_cst) ||
+         unparkers_.load(std::memory_order_seq_cst) != 0) {
+    driver->unpark();
+    std::this_thread::yield();
+  }
+}
+
 void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
     WorkItem* item = find_work(w);
+    if (item == nullptr && try_take_poll_right()) {
+      // Out of work: what the kernel has ready is the next work, before spinning for others'.
+      poll_without_waiting(w);
+      release_poll_right();
+      item = find_work(w);
+    }
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
       park(w);
@@ -459,6 +648,12 @@ void Scheduler::run_worker(Worker& w) noexcept {
       // Wake only for a surplus: this worker runs one queued item itself next.
       w.notify_deferred = false;
       if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
+    }
+    // A busy worker looks into the driver now and then, so completions do not wait for a
+    // worker to run out of work.
+    if (++w.since_poll >= kPollInterval && try_take_poll_right()) {
+      poll_without_waiting(w);
+      release_poll_right();
     }
   }
   this_worker() = nullptr;
@@ -537,6 +732,7 @@ std::uint64_t Scheduler::stop() noexcept {
     std::this_thread::yield();
   const int started = started_.load(std::memory_order_acquire);
   sleepers_.release(static_cast<std::uint32_t>(started));
+  unpark_driver();  // a worker waiting in the driver has no deadline of ours
   for (int i = 0; i < started; ++i) {
     auto& t = slots_[static_cast<std::size_t>(i)]->thread;
     if (t.joinable()) t.join();

@@ -5,25 +5,38 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "arbor/arbor.hpp"
 
 namespace arbor::test {
 
-/// The engine variants to parameterise over: every engine available here, plus io_uring with
-/// single-shot operations only ("uring-single"), which machines without multishot get.
+/// The engine variants to parameterise over: every engine available here polled by the
+/// workers (the default), the same polled by a dedicated poller thread ("<engine>-pollers"),
+/// and io_uring with single-shot operations only ("uring-single"), which machines without
+/// multishot get.
 inline std::vector<std::string> engine_variants() {
-  auto names = io::Engine::available();
-  for (std::size_t i = 0, n = names.size(); i < n; ++i)
-    if (names[i] == "uring") names.push_back("uring-single");
+  const auto available = io::Engine::available();
+  std::vector<std::string> names = available;
+  for (const auto& name : available)
+    names.push_back(name + "-pollers");
+  for (const auto& name : available)
+    if (name == "uring") names.push_back("uring-single");
   return names;
 }
 
 /// `o` aimed at the engine variant `engine` (a name from engine_variants()).
 inline io::EngineOptions engine_options(const std::string& engine, io::EngineOptions o = {}) {
-  o.kind = engine == "uring-single" ? "uring" : engine;
-  o.multishot = engine != "uring-single";
+  constexpr std::string_view kPollers = "-pollers";
+  std::string kind = engine;
+  o.io_mode = io::IoMode::workers;
+  if (kind.ends_with(kPollers)) {
+    kind.resize(kind.size() - kPollers.size());
+    o.io_mode = io::IoMode::pollers;
+  }
+  o.multishot = kind != "uring-single";
+  o.kind = kind == "uring-single" ? "uring" : kind;
   return o;
 }
 

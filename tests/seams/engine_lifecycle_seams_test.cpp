@@ -113,6 +113,7 @@ TEST_P(EngineLifecycleSeams, PollerThreadCreationFailureIsAnErrorNotAnAbort) {
     ::alarm(10);
     sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
     EngineOptions o = base;
+    o.io_mode = IoMode::pollers;  // the poller threads are what fails here
     o.pollers = 4;
     g_threads_left.store(2);  // two pollers start, the third fails
     bool failed = false;
@@ -139,6 +140,7 @@ TEST_P(EngineLifecycleSeams, ManyPollersTinyRingsExtremeBatches) {
     SCOPED_TRACE("K=" + std::to_string(k) + " B=" + std::to_string(b));
     sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
     EngineOptions o = options();
+    o.io_mode = IoMode::pollers;
     o.pollers = 64;
     o.ring_entries = 8;
     o.max_batch = k;

@@ -456,8 +456,8 @@ TEST_P(EngineSeams, TimerFiresWhileEveryWaitFillsItsBatch) {
 // not stop the pollers first (~Engine then called the backend's pure virtual wake()).
 TEST(EngineTeardown, ABackendThatNeverStopsItsPollersIsStoppedByItsOwner) {
   struct Minimal final : Engine {
-    explicit Minimal(sched::Scheduler& s) : Engine(s, EngineOptions{}) {
-      if (start_pollers()) throw std::runtime_error("no poller thread");
+    explicit Minimal(sched::Scheduler& s) : Engine(s, EngineOptions{.io_mode = IoMode::pollers}) {
+      if (start_polling()) throw std::runtime_error("no poller thread");
     }
     const char* name() const noexcept override { return "minimal"; }
     Result<DescriptorRef> attach(Handle) noexcept override {

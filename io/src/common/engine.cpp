@@ -13,6 +13,7 @@
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/event_tree.hpp"
 #include "common/descriptor.hpp"
+#include "common/engine_driver.hpp"
 #include "common/engine_table.hpp"
 #include "common/poller_policy.hpp"
 #include "common/timer_queue.hpp"
@@ -70,8 +71,19 @@ bool known(std::string_view kind) {
 
 }  // namespace
 
+const char* to_string(IoMode mode) noexcept {
+  switch (mode) {
+    case IoMode::workers:
+      return "workers";
+    case IoMode::pollers:
+      return "pollers";
+  }
+  return nullptr;
+}
+
 std::error_code EngineOptions::validate() const {
   if (!known(kind)) return invalid();
+  if (to_string(io_mode) == nullptr) return invalid();
   if (pollers < 1 || pollers > 64) return invalid();
   if (max_batch < 1 || max_batch > 4096) return invalid();
   if (max_tree < 1 || max_tree > 4096) return invalid();
@@ -81,6 +93,17 @@ std::error_code EngineOptions::validate() const {
 
 Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   if (const char* v = std::getenv("ARBOR_ENGINE"); v != nullptr && *v != '\0') o.kind = v;
+  if (const char* v = std::getenv("ARBOR_IO_MODE"); v != nullptr && *v != '\0') {
+    const std::string_view mode(v);
+    if (mode == "workers") {
+      o.io_mode = IoMode::workers;
+    } else if (mode == "pollers") {
+      o.io_mode = IoMode::pollers;
+    } else {
+      log::error("ARBOR_IO_MODE='{}' must be workers or pollers", v);
+      return invalid();
+    }
+  }
   if (const char* v = std::getenv("ARBOR_POLLERS"); v && !parse_number(v, o.pollers, 1, 64)) {
     log::error("ARBOR_POLLERS='{}' is not a number in 1..64", v);
     return invalid();
@@ -159,7 +182,7 @@ Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
       timers_(std::make_unique<TimerQueue>()) {}
 
 Engine::~Engine() {
-  if (!pollers_.empty()) {
+  if (!pollers_.empty() || (driver_ != nullptr && !stopping())) {
     log::error(
         "io::Engine destroyed while its pollers run: own engines through "
         "std::unique_ptr<io::Engine>, whose deleter stops them first");
@@ -175,7 +198,21 @@ Result<Handle> Engine::handle(DescriptorRef socket) noexcept {
   return d.fd;
 }
 
-std::error_code Engine::start_pollers() noexcept {
+std::string describe_polling(const EngineOptions& options) {
+  if (options.io_mode == IoMode::workers) return "polled by the workers";
+  return std::to_string(options.pollers) + " poller thread(s)";
+}
+
+std::error_code Engine::start_polling() noexcept {
+  if (options_.io_mode == IoMode::workers) {
+    try {
+      driver_ = std::make_unique<EngineDriver>(*this);
+    } catch (const std::bad_alloc&) {
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    scheduler_.attach_driver(*driver_);
+    return {};
+  }
   try {
     pollers_.reserve(static_cast<std::size_t>(options_.pollers));
     for (int p = 0; p < options_.pollers; ++p)
@@ -193,6 +230,12 @@ std::error_code Engine::start_pollers() noexcept {
 
 void Engine::stop() noexcept {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  if (driver_ != nullptr) {
+    // No worker is inside the driver once this returns, so this thread may finish its work.
+    scheduler_.detach_driver();
+    on_poller_stop(0);
+    return;
+  }
   for (int p = 0; p < static_cast<int>(pollers_.size()); ++p)
     wake(p);
   for (auto& t : pollers_)
@@ -229,7 +272,7 @@ void Engine::cancel_all() noexcept {
   }
 }
 
-void Engine::deliver(std::span<const sched::Event> events) noexcept {
+void Engine::deliver(std::span<const sched::Event> events, bool keep_first) noexcept {
   if (events.empty()) return;
   events_.fetch_add(events.size(), std::memory_order_relaxed);
   if (options_.inline_completions) {
@@ -238,47 +281,56 @@ void Engine::deliver(std::span<const sched::Event> events) noexcept {
     return;
   }
   // Exactly once even if the pool cannot grow: the events it cannot carry run here, in place.
-  trees_.fetch_add(sched::submit_event_trees(scheduler_, pool_, events, options_.max_tree),
-                   std::memory_order_relaxed);
+  trees_.fetch_add(
+      sched::submit_event_trees(scheduler_, pool_, events, options_.max_tree, keep_first),
+      std::memory_order_relaxed);
 }
 
 void Engine::run_poller(int poller) noexcept {
   const std::size_t k = options_.max_batch;
-  // Poller 0's batches have room for K IO events and up to K expired timers. Timers go into
-  // every batch, full or not: taking them only when a wait left room starved them under load
-  // (K = 1: a 10 ms timer had not fired after seconds of single-event waits).
+  // Poller 0's batches have room for K IO events and up to K expired timers.
   const std::size_t timer_room = poller == 0 ? k : 0;
   std::vector<sched::Event> events(k + timer_room);
   std::vector<Timer*> fired(timer_room);
   PollerPolicy policy;  // platform-specific (common/poller_policy.hpp)
   on_poller_start(poller);
   while (!stopping()) {
-    std::int64_t timeout = -1;
-    std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
-    if (poller == 0) {
-      // arm() records the deadline this wait sleeps towards under the heap's lock, so a timer
-      // added later with an earlier one wakes us (add_timer) and none is slept through; a
-      // deadline already past makes the wait a poll.
-      deadline = timers_->arm();
-      if (deadline != std::numeric_limits<std::int64_t>::max())
-        timeout = std::max<std::int64_t>(0, deadline - now_ns());
-    }
-    std::size_t n = wait(poller, timeout, {events.data(), k});
-    waits_.fetch_add(1, std::memory_order_relaxed);
+    const std::size_t n = reap(poller, -1, events, fired);
     policy.observe(scheduler_.parked_workers() < scheduler_.workers(), n);
-    // Nothing is due before the deadline armed above: a timer added during the wait with an
-    // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
-    if (deadline != std::numeric_limits<std::int64_t>::max()) {
-      const std::int64_t now = now_ns();
-      const std::size_t t =
-          deadline <= now ? timers_->pop_expired(now, fired.data(), timer_room) : 0;
-      for (std::size_t i = 0; i < t; ++i)
-        events[n++] = {&fire_timer, fired[i], 0, 0};
-    }
-    if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
     deliver({events.data(), n});
   }
   on_poller_stop(poller);
+}
+
+std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
+                         std::span<Timer*> fired) noexcept {
+  const std::size_t k = options_.max_batch;
+  std::int64_t deadline = std::numeric_limits<std::int64_t>::max();
+  if (poller == 0) {
+    // arm() records the deadline this wait sleeps towards under the heap's lock, so a timer
+    // added later with an earlier one wakes us (add_timer) and none is slept through; a
+    // deadline already past makes the wait a poll.
+    deadline = timers_->arm();
+    if (deadline != std::numeric_limits<std::int64_t>::max()) {
+      const std::int64_t until = std::max<std::int64_t>(0, deadline - now_ns());
+      timeout_ns = timeout_ns < 0 ? until : std::min(timeout_ns, until);
+    }
+  }
+  std::size_t n = wait(poller, timeout_ns, events.first(k));
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  // Timers go into every batch, full or not: taking them only when a wait left room starved
+  // them under load (K = 1: a 10 ms timer had not fired after seconds of single-event waits).
+  // Nothing is due before the deadline armed above: a timer added during the wait with an
+  // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
+  if (deadline != std::numeric_limits<std::int64_t>::max()) {
+    const std::int64_t now = now_ns();
+    const std::size_t t = deadline <= now ? timers_->pop_expired(now, fired.data(), fired.size())
+                                          : 0;
+    for (std::size_t i = 0; i < t; ++i)
+      events[n++] = {&fire_timer, fired[i], 0, 0};
+  }
+  if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
+  return n;
 }
 
 EngineCounters Engine::counters() const noexcept {

@@ -11,6 +11,8 @@
 #include <string_view>
 #include <system_error>
 
+#include <string>
+
 #include "arbor/io/engine.hpp"
 
 namespace arbor::io {
@@ -29,6 +31,8 @@ struct EngineEntry {
 std::span<const EngineEntry* const> engine_table() noexcept;
 /// The entry called `name`, or nullptr.
 const EngineEntry* find_engine(std::string_view name) noexcept;
+/// For a backend's start-up line: "polled by the workers" or "N poller thread(s)".
+std::string describe_polling(const EngineOptions& options);
 
 // The backends' entries (each defined in its backend's file).
 extern const EngineEntry kEpollEngine;

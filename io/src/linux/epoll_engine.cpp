@@ -51,7 +51,7 @@ constexpr std::uint32_t kWriteEvents = EPOLLOUT | EPOLLHUP | EPOLLERR;
 class EpollEngine final : public Engine {
  public:
   EpollEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : Engine(scheduler, options), pollers_(static_cast<std::size_t>(options.pollers)) {}
+      : Engine(scheduler, options), pollers_(static_cast<std::size_t>(poll_sets(options))) {}
 
   std::error_code init() {
     for (auto& p : pollers_) {
@@ -66,7 +66,7 @@ class EpollEngine final : public Engine {
         return {errno, std::system_category()};
       p.events.resize((options().max_batch + 1) / 2);  // see wait()
     }
-    return start_pollers();
+    return start_polling();
   }
 
   ~EpollEngine() override {
@@ -354,7 +354,7 @@ Result<std::unique_ptr<Engine>> create_epoll(sched::Scheduler& scheduler,
     return ec;
   }
   if (announce)
-    log::info("engine: epoll, {} poller(s), batch {}, tree {}{}", options.pollers,
+    log::info("engine: epoll, {}, batch {}, tree {}{}", describe_polling(options),
               options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }

@@ -84,11 +84,12 @@ std::error_code UringEngine::init() {
     r = std::make_unique<Ring>();
     r->wakes = &wakes_;
     r->submits = &submits_;
+    if (options().io_mode == IoMode::workers) r->polled_by = &scheduler();
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
     if (auto e = setup(*r)) return e;
   }
-  return start_pollers();
+  return start_polling();
 }
 
 UringEngine::~UringEngine() {
@@ -281,8 +282,15 @@ std::error_code UringEngine::setup(Ring& r) {
       {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
       {0, "basic"},
   };
+  // Workers mode: the ring is submitted to by whichever worker holds the poll right, so not
+  // single-issuer; and the kernel runs a request's completion work on the thread that
+  // submitted it, which must not wait for that thread's next system call (cooperative task
+  // work would: a worker busy in a long handler would hold up completions another worker
+  // waits for), so the basic set-up, whose completion work interrupts the submitter.
+  const std::span<const Attempt> usable =
+      options().io_mode == IoMode::workers ? std::span(attempts).last(1) : std::span(attempts);
   int e = -EINVAL;
-  for (const auto& a : attempts) {
+  for (const auto& a : usable) {
     io_uring_params params{};
     params.flags = a.flags | IORING_SETUP_CLAMP;
     e = io_uring_queue_init_params(options().ring_entries, &r.ring, &params);
@@ -500,8 +508,8 @@ Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler, const Engine
   auto engine = std::make_unique<UringEngine>(scheduler, options);
   if (auto ec = engine->init()) return ec;
   if (announce)
-    log::info("engine: io_uring ({}), {} poller(s), batch {}, tree {}{}; {}", engine->mode(),
-              options.pollers, options.max_batch, options.max_tree,
+    log::info("engine: io_uring ({}), {}, batch {}, tree {}{}; {}", engine->mode(),
+              describe_polling(options), options.max_batch, options.max_tree,
               options.inline_completions ? ", inline" : "", engine->operations());
   return std::unique_ptr<Engine>(std::move(engine));
 }

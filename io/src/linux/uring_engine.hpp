@@ -2,12 +2,16 @@
 // holds what its two source files share: the poller-owned Ring, requests, io_uring's parts of a
 // descriptor and of an operation, and the class. The design and its measurements are in
 // docs/architecture.md ("UringEngine"); the invariants kept here:
-// - Each ring belongs to its poller thread, the only thread that prepares SQEs, submits and
-//   reaps. Workers hand it requests through `Ring::incoming` (a Treiber stack the poller takes
-//   whole and reverses), pushed under the descriptor's lock, so the poller sees one socket's
-//   requests in the order they were made: a close always follows the starts before it.
-// - A worker wakes the poller only if it announced sleep (a Dekker pair of seq_cst operations
-//   on `incoming` and `sleeping`); inside a SubmitBatch that wake waits for the batch's end.
+// - Each ring has one thread at a time that prepares SQEs, submits and reaps: its poller thread,
+//   or in workers mode the worker holding the scheduler's poll right (called "the poller"
+//   below either way). Others hand it requests through `Ring::incoming` (a Treiber stack the
+//   poller takes whole and reverses), pushed under the descriptor's lock, so the poller sees
+//   one socket's requests in the order they were made: a close always follows the starts
+//   before it.
+// - A thread that queued requests makes them the poller's business at the end of its
+//   SubmitBatch: in workers mode by taking the poll right and submitting itself if it can;
+//   otherwise by waking the poller, only if it announced sleep (a Dekker pair of seq_cst
+//   operations on `incoming` and `sleeping`).
 // - The poller closes an fd only when no worker is in a system call on it (`busy` == 0) and
 //   after submitting every SQE that names it.
 // - A descriptor with a multishot operation armed is not idle, so it is not recycled before
@@ -134,6 +138,7 @@ struct Ring {
   // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
   std::atomic<Request*> incoming{nullptr};
   std::atomic<bool> sleeping{false};
+  sched::Scheduler* polled_by = nullptr;  // workers mode: the scheduler whose workers poll
   std::atomic<std::uint64_t>* wakes = nullptr;
   std::atomic<std::uint64_t>* submits = nullptr;
   ProvidedBuffers buffers;  // freed after ~Ring's body has exited the ring (which unregisters it)
@@ -167,9 +172,18 @@ struct Ring {
       self->wake_now();
   }
 
-  /// After a push: wake the poller now, or at the end of the current SubmitBatch.
+  /// After a push: hand the request over now, or at the end of the current SubmitBatch.
   void notify() noexcept {
-    if (!SubmitBatch::defer(&Ring::wake_if_sleeping, this)) wake_if_sleeping(this);
+    if (!SubmitBatch::defer(&Ring::flush, this)) flush(this);
+  }
+
+  /// Workers mode: a worker that can take the poll right submits (and reaps) itself, with no
+  /// wake; otherwise the holder drains the requests before it next sleeps, or is woken if it
+  /// sleeps now.
+  static void flush(void* context) noexcept {
+    auto* self = static_cast<Ring*>(context);
+    if (self->polled_by != nullptr && self->polled_by->poll_driver()) return;
+    wake_if_sleeping(self);
   }
 
   /// Poller thread: an SQE, submitting what is queued first if the SQ is full.
@@ -187,7 +201,7 @@ struct Ring {
 class UringEngine final : public Engine {
  public:
   UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : Engine(scheduler, options), rings_(static_cast<std::size_t>(options.pollers)) {}
+      : Engine(scheduler, options), rings_(static_cast<std::size_t>(poll_sets(options))) {}
   ~UringEngine() override;
   /// Sets up the rings (probing features, falling back as the file comment says) and starts
   /// the pollers.

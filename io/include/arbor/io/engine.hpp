@@ -4,11 +4,14 @@
 //
 // The interface is completion-shaped: start an Operation, get its result once. A readiness
 // backend gets there by trying the system call, waiting for readiness when it would block, and
-// retrying on a worker; a completion backend hands the operation to the kernel. Either way the
-// engine's poller threads harvest at most `max_batch` events per wait, copy each into a pooled
-// event item, and submit them to the scheduler as balanced trees of at most `max_tree` items
-// with one global push per batch (sched/event_tree.hpp). Timers live here too: poller 0 sleeps
-// until the earliest deadline and adds the expired timers to every batch, full or not.
+// retrying on a worker; a completion backend hands the operation to the kernel. Either way a
+// wait harvests at most `max_batch` events, copies each into a pooled event item, and submits
+// them to the scheduler as balanced trees of at most `max_tree` items with one push per batch
+// (sched/event_tree.hpp). Who waits depends on the io mode: by default the scheduler's workers
+// (the engine is the scheduler's Driver, sched/driver.hpp: a worker with nothing to run waits
+// in the kernel and runs the first tree it reaps itself), or dedicated poller threads that hand
+// every batch to the workers. Timers live here too: whoever waits on the first epoll set or
+// ring sleeps until the earliest deadline and adds the expired timers to every batch.
 //
 // Per socket, at most one read-side operation (receive, accept, receive_from) and one
 // write-side operation (send, send_vectored, connect, send_to) may be pending at a time; a
@@ -38,6 +41,7 @@
 
 namespace arbor::io {
 class Engine;
+class EngineDriver;
 class TimerQueue;
 struct EngineTestAccess;
 }  // namespace arbor::io
@@ -54,10 +58,25 @@ struct std::default_delete<arbor::io::Engine> {
 
 namespace arbor::io {
 
+/// Who waits in the kernel for completions.
+enum class IoMode {
+  /// The scheduler's idle workers, one at a time, on one epoll set or ring; completions run on
+  /// the worker that reaped them.
+  workers,
+  /// `pollers` dedicated threads, each handing what it reaps to the workers.
+  pollers,
+};
+
+/// "workers" or "pollers"; nullptr for anything else.
+const char* to_string(IoMode mode) noexcept;
+
 struct EngineOptions {
   /// "auto" (the first engine of Engine::names() that can run here) or one of Engine::names().
   std::string kind = "auto";
-  /// Poller threads (each with its own epoll set or ring; sockets are spread round-robin).
+  /// Who waits in the kernel (see IoMode; docs/benchmarks.md has the figures behind the default).
+  IoMode io_mode = IoMode::workers;
+  /// Poller threads in IoMode::pollers (each with its own epoll set or ring; sockets are spread
+  /// round-robin). Workers mode has one epoll set or ring and ignores this.
   int pollers = 1;
   /// K: IO events harvested per wait, 1..4096. Poller 0 adds up to K expired timers to each
   /// batch, so a batch holds at most 2K events.
@@ -73,8 +92,8 @@ struct EngineOptions {
   /// multishot accept and receive into provided buffers) where the kernel has it.
   bool multishot = true;
 
-  /// Reads ARBOR_ENGINE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE, ARBOR_INLINE and
-  /// ARBOR_MULTISHOT over
+  /// Reads ARBOR_ENGINE, ARBOR_IO_MODE, ARBOR_POLLERS, ARBOR_MAX_BATCH, ARBOR_MAX_TREE,
+  /// ARBOR_INLINE and ARBOR_MULTISHOT over
   /// `defaults`. A bad value is an error naming the variable (invalid_argument).
   static Result<EngineOptions> from_env(EngineOptions defaults);
   static Result<EngineOptions> from_env();
@@ -163,7 +182,8 @@ class Engine {
   /// Whether cancel_all() has run.
   bool cancelling() const noexcept { return cancelling_.load(std::memory_order_acquire); }
 
-  /// Stops and joins the poller threads. Pending operations stay pending; cancel them first.
+  /// Stops polling: joins the poller threads, or detaches from the scheduler's workers (then
+  /// never from one of them: it aborts). Pending operations stay pending; cancel them first.
   void stop() noexcept;
 
   /// The pool of event work items completions travel in (for metrics).
@@ -178,28 +198,36 @@ class Engine {
   virtual ~Engine();
 
   /// Waits until events arrive, wake(poller) is called, or timeout_ns passes (-1 = forever);
-  /// fills out with at most out.size() events and returns their number.
+  /// fills out with at most out.size() events and returns their number. Called by one thread
+  /// at a time per poller: its poller thread, or the worker holding the scheduler's poll right.
   virtual std::size_t wait(int poller, std::int64_t timeout_ns,
                            std::span<sched::Event> out) noexcept = 0;
-  /// Makes poller's current or next wait() return soon.
+  /// Makes poller's current or next wait() return soon. Any thread.
   virtual void wake(int poller) noexcept = 0;
   /// cancel_all()'s backend half: cancel every operation parked in a descriptor. Runs after
   /// cancelling() became true; an operation that reaches a descriptor lock later sees it.
   virtual void cancel_parked() noexcept = 0;
-  /// Runs on each poller thread before its first wait().
+  /// Runs on each poller thread before its first wait() (pollers mode only).
   virtual void on_poller_start(int /*poller*/) noexcept {}
-  /// On the poller thread, after its last wait: finish requests made before stop().
+  /// After the last wait() (on the poller thread, or in workers mode on the thread calling
+  /// stop()): finish requests made before stop().
   virtual void on_poller_stop(int /*poller*/) noexcept {}
   /// Adds the counters only this backend keeps (EngineCounters::add).
   virtual void backend_counters(EngineCounters& /*counters*/) const noexcept {}
 
-  /// Delivers events to the scheduler as trees (or runs them here in inline mode).
-  void deliver(std::span<const sched::Event> events) noexcept;
+  /// Delivers events to the scheduler as trees (or runs them here in inline mode). With
+  /// `keep_first` on a worker, the first tree goes to that worker's own queue.
+  void deliver(std::span<const sched::Event> events, bool keep_first = false) noexcept;
 
-  /// Starts the poller threads; backends call it at the end of their constructor.
-  /// On failure (no thread to be had) the pollers already started are stopped and the error
-  /// returned, so the backend's init() can fail cleanly.
-  [[nodiscard]] std::error_code start_pollers() noexcept;
+  /// Starts polling, as the io mode says: the poller threads, or the scheduler's workers (the
+  /// engine becomes its driver). Backends call it at the end of their init(). On failure (no
+  /// thread to be had) the pollers already started are stopped and the error returned, so the
+  /// backend's init() can fail cleanly.
+  [[nodiscard]] std::error_code start_polling() noexcept;
+  /// How many epoll sets or rings the backend should make: `pollers`, or 1 in workers mode.
+  static int poll_sets(const EngineOptions& options) noexcept {
+    return options.io_mode == IoMode::workers ? 1 : options.pollers;
+  }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
   std::atomic<std::uint64_t> wakes_{0};
@@ -208,13 +236,19 @@ class Engine {
  private:
   friend struct std::default_delete<Engine>;
   friend struct EngineTestAccess;  // tests that feed deliver() directly
+  friend class EngineDriver;       // workers mode: reap() and deliver() for the poll right's holder
   void run_poller(int poller) noexcept;
+  // One wait on `poller` plus, on poller 0, the expired timers: returns the events in `events`
+  // (room for K IO events and, on poller 0, K timers; `fired` is scratch for the timers).
+  std::size_t reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
+                   std::span<Timer*> fired) noexcept;
 
   sched::Scheduler& scheduler_;
   const EngineOptions options_;
   sched::EventPool pool_;
   const std::unique_ptr<TimerQueue> timers_;  // private to io (common/timer_queue.hpp)
   std::vector<std::thread> pollers_;
+  std::unique_ptr<EngineDriver> driver_;  // workers mode, while attached to the scheduler
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};
   std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0};

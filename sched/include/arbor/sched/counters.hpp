@@ -22,6 +22,8 @@ struct SchedulerCounters {
   std::uint64_t spins = 0;             ///< spin phases before parking
   std::uint64_t spins_found_work = 0;  ///< spin phases that ended with work
   std::uint64_t spare_workers = 0;     ///< extra workers started for blocking regions
+  std::uint64_t driver_waits = 0;      ///< times a worker waited in the driver instead of parking
+  std::uint64_t driver_polls = 0;      ///< looks into the driver without waiting (busy workers)
   /// Items submitted and not yet run or dropped: global + local queues, including the events
   /// packed in trees that have not run yet.
   std::uint64_t queued() const noexcept {
@@ -34,7 +36,19 @@ namespace detail {
 
 /// One thread's counters. `bump` is for the owning thread, `add` for shared blocks.
 struct alignas(64) CounterBlock {
-  enum Index { submitted, run, dropped, parks, wakes, steals, spins, spins_found_work, kCount };
+  enum Index {
+    submitted,
+    run,
+    dropped,
+    parks,
+    wakes,
+    steals,
+    spins,
+    spins_found_work,
+    driver_waits,
+    driver_polls,
+    kCount
+  };
   std::atomic<std::uint64_t> values[kCount] = {};
 
   void bump(Index i, std::uint64_t n = 1) noexcept {
@@ -53,6 +67,8 @@ struct alignas(64) CounterBlock {
     out.steals += get(steals);
     out.spins += get(spins);
     out.spins_found_work += get(spins_found_work);
+    out.driver_waits += get(driver_waits);
+    out.driver_polls += get(driver_polls);
   }
 };
 

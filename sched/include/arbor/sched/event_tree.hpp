@@ -25,8 +25,10 @@ inline constexpr std::size_t kDefaultMaxTree = 16;
 /// them with one push per chunk of 512. Returns the number of trees submitted. Every event is
 /// delivered exactly once: with Disposition::drop if the scheduler is stopping, and in place
 /// (Disposition::run, on the calling thread) from the first chunk the pool cannot grow for.
+/// With `keep_first` on one of the scheduler's workers, the first tree goes to that worker's
+/// local queue instead (it runs it next: a worker that reaped the batch itself).
 std::size_t submit_event_trees(Scheduler& scheduler, EventPool& pool, std::span<const Event> events,
-                               std::size_t max_tree = 0) noexcept;
+                               std::size_t max_tree = 0, bool keep_first = false) noexcept;
 
 /// Depth of the balanced tree submit_event_trees builds for n items: ceil(log2(n + 1)).
 constexpr std::size_t event_tree_depth(std::size_t n) noexcept {

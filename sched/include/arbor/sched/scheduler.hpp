@@ -10,6 +10,11 @@
 // running long after queueing work. The counts behind those decisions sit in one atomic word;
 // see scheduler.cpp for the protocol and its orderings.
 //
+// With a Driver attached (an IO engine, sched/driver.hpp), the worker that parks while nobody
+// holds the driver's poll right waits in the driver instead of on the semaphore, and a busy
+// worker looks into it without waiting every kPollInterval items; so completions are reaped
+// by the workers that run them, with no thread in between.
+//
 // Thread safety: every member function may be called from any thread.
 #pragma once
 
@@ -22,6 +27,7 @@
 #include <vector>
 
 #include "arbor/sched/counters.hpp"
+#include "arbor/sched/driver.hpp"
 #include "arbor/sched/global_queue.hpp"
 #include "arbor/sched/work_item.hpp"
 #include "arbor/sync/lifo_semaphore.hpp"
@@ -81,6 +87,19 @@ class Scheduler {
   /// Workers parked right now (racy).
   int parked_workers() const noexcept;
 
+  /// From now on an idle worker waits in `driver` while it holds its poll right (see
+  /// driver.hpp). The driver must stay valid until detach_driver() returns. At most one driver
+  /// at a time (aborts on a second).
+  void attach_driver(Driver& driver) noexcept;
+  /// Stops using the driver: ends a wait in progress and returns once no thread is inside any
+  /// of its functions on the scheduler's behalf; the driver may then be destroyed. Never from
+  /// a worker (aborts): a worker may be the one inside it.
+  void detach_driver() noexcept;
+  /// On a worker of this scheduler while nobody holds the poll right: looks into the driver
+  /// without waiting and dispatches what it found. False if it did not (not a worker, no
+  /// driver, or the right is taken). For an engine that wants its queued submissions made now.
+  bool poll_driver() noexcept;
+
   /// The scheduler whose worker is the calling thread, or nullptr.
   static Scheduler* current() noexcept;
 
@@ -101,6 +120,13 @@ class Scheduler {
   void start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
   void transition_from_searching(Worker& w) noexcept;
+  bool try_take_poll_right() noexcept;
+  void release_poll_right() noexcept;
+  void poll_without_waiting(Worker& w) noexcept;
+  void wait_in_driver(Worker& w) noexcept;
+  void leave_driver(Worker& w) noexcept;
+  void dispatch(Worker& w, Driver& driver) noexcept;
+  void unpark_driver() noexcept;
   void enter_blocking() noexcept;
   void leave_blocking() noexcept;
   detail::CounterBlock& counter_block() noexcept;
@@ -113,9 +139,9 @@ class Scheduler {
 
   GlobalQueue global_;
   sync::LifoSemaphore sleepers_;
-  // Low 16 bits: searching workers; high 16 bits: unparked workers (running, searching or
-  // blocked). Changed together so that "is anybody searching?" and "is anybody asleep?" are
-  // answered by one load.
+  // Low 16 bits: searching workers; bits 16..30: unparked workers (running, searching or
+  // blocked); bit 31: a worker holding the poll right is asleep in the driver. Changed together
+  // so that "is anybody searching?", "is anybody asleep?" and "where?" are answered by one load.
   alignas(64) std::atomic<std::uint32_t> idle_state_;
   alignas(64) std::atomic<int> blocked_{0};
   std::atomic<int> started_{0};
@@ -131,6 +157,12 @@ class Scheduler {
   std::mutex stop_mutex_;  // held for the whole of stop(): a second caller waits for the first
   detail::CounterBlock external_counters_;
   std::atomic<std::uint64_t> spare_workers_started_{0};
+
+  // The driver (nullptr: none), the right to call it (one thread at a time), and the threads
+  // about to unpark it, for detach_driver() to wait for.
+  alignas(64) std::atomic<Driver*> driver_{nullptr};
+  std::atomic<bool> poll_right_{false};
+  std::atomic<int> unparkers_{0};
 };
 
 }  // namespace arbor::sched
