@@ -1,11 +1,12 @@
 #include "arbor/sched/event_tree.hpp"
-#include "event_item.hpp"
 
 #include <algorithm>
 #include <array>
 #include <new>
 #include <utility>
 #include <vector>
+
+#include "event_item.hpp"
 
 namespace arbor::sched {
 namespace {

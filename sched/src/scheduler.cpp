@@ -131,7 +131,7 @@ struct Scheduler::Worker {
   sync::FastRandom rng;
   std::uint32_t tick = 0;
   std::uint32_t since_poll = 0;  // items run since this worker last looked into the driver
-  bool searching = false;  // mirrors this worker's share of idle_state_'s searching count
+  bool searching = false;        // mirrors this worker's share of idle_state_'s searching count
 
   // Wake deferral (see submit()): the item being run, whether it left a wake decision for its
   // end, whether (and since when) its tail is being timed, and what recent items did.

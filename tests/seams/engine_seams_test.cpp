@@ -340,7 +340,8 @@ TEST_P(EngineSeams, StaleTcpStreamReadIsCancelledInsteadOfReadingTheNextConnecti
   {
     std::byte other[1];
     auto probe = b->first.read_some(other);
-    ASSERT_EQ(probe.operation().descriptor, stale.operation().descriptor) << "B's client must reuse A's descriptor";
+    ASSERT_EQ(probe.operation().descriptor, stale.operation().descriptor)
+        << "B's client must reuse A's descriptor";
   }
   const std::byte message[] = {std::byte{'B'}};
   ASSERT_TRUE(rt->block_on(b->second.write_all(message)));

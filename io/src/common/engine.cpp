@@ -324,8 +324,8 @@ std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::E
   // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
   if (deadline != std::numeric_limits<std::int64_t>::max()) {
     const std::int64_t now = now_ns();
-    const std::size_t t = deadline <= now ? timers_->pop_expired(now, fired.data(), fired.size())
-                                          : 0;
+    const std::size_t t =
+        deadline <= now ? timers_->pop_expired(now, fired.data(), fired.size()) : 0;
     for (std::size_t i = 0; i < t; ++i)
       events[n++] = {&fire_timer, fired[i], 0, 0};
   }

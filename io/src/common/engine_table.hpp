@@ -8,10 +8,9 @@
 
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
 #include <system_error>
-
-#include <string>
 
 #include "arbor/io/engine.hpp"
 

@@ -1,0 +1,210 @@
+// Engines polled by the scheduler's workers (IoMode::workers, the default), on every engine
+// this machine can create: a completion while every worker is busy, a timer while a worker
+// waits in the kernel, an outside submit that must wake that worker, and shutdown under it.
+#include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "../sched/test_support.hpp"
+#include "arbor/io/engine.hpp"
+
+namespace arbor::io {
+namespace {
+
+using sched::test::Countdown;
+using sched::test::eventually;
+using sched::test::FnItem;
+using sched::test::wait_or_exit;
+
+class WorkerPolling : public ::testing::TestWithParam<std::string> {
+ protected:
+  std::unique_ptr<Engine> make(sched::Scheduler& scheduler) {
+    EngineOptions o;
+    o.kind = GetParam();
+    o.io_mode = IoMode::workers;
+    auto engine = Engine::create(scheduler, o);
+    EXPECT_TRUE(engine) << engine.error().message();
+    return engine ? std::move(*engine) : nullptr;
+  }
+  // Every worker asleep, and so one of them in the kernel: the last one to park found the poll
+  // right free (its holder would be awake otherwise) and took it.
+  static bool all_asleep_one_in_kernel(sched::Scheduler& s) {
+    return s.parked_workers() == s.workers() && s.counters().driver_waits > 0;
+  }
+};
+
+struct OneByteReceive : Operation {
+  std::byte byte{};
+  std::atomic<std::int64_t> result{1};
+  Countdown* done = nullptr;
+  void prepare(DescriptorRef d, Countdown& counter) noexcept {
+    target(d);
+    kind = OpKind::receive;
+    data = &byte;
+    size = 1;
+    complete = &on_complete;
+    done = &counter;
+  }
+  static void on_complete(Operation& op, std::int64_t r) noexcept {
+    auto& self = static_cast<OneByteReceive&>(op);
+    self.result.store(r);
+    self.done->count_down();
+  }
+};
+
+// Catches: a completion that arrives while every worker is busy (nobody waits in the kernel)
+// waiting until some worker runs out of work; here that is never, since the busy items stop
+// only once the completion has run.
+TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
+  for (int workers : {1, 2}) {
+    SCOPED_TRACE(workers);
+    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = workers});
+    auto engine = make(scheduler);
+    ASSERT_TRUE(engine);
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    auto d = engine->attach(fds[0]);
+    ASSERT_TRUE(d);
+    Countdown received(1);
+    OneByteReceive op;
+    op.prepare(*d, received);
+    ASSERT_FALSE(engine->start(op));
+
+    std::atomic<int> started{0};
+    std::vector<std::unique_ptr<FnItem>> busy;
+    Countdown stopped(static_cast<std::uint32_t>(workers));
+    for (int i = 0; i < workers; ++i) {
+      auto item = std::make_unique<FnItem>(nullptr);
+      FnItem* self = item.get();
+      bool* first = new bool(true);
+      self->body = [&, self, first](sched::Disposition disposition) {
+        if (*first) {
+          *first = false;
+          started.fetch_add(1);
+        }
+        if (disposition == sched::Disposition::run && received.left() != 0) {
+          sched::Scheduler::current()->submit(*self, /*prefer_local=*/true);
+          return;
+        }
+        delete first;
+        stopped.count_down();
+      };
+      busy.push_back(std::move(item));
+    }
+    for (auto& item : busy)
+      ASSERT_TRUE(scheduler.submit(*item));
+    ASSERT_TRUE(eventually([&] {
+      return started.load() == workers && scheduler.parked_workers() == 0;
+    })) << "the busy items did not occupy every worker";
+    // Nobody waits in the kernel now, and the busy items never run out: only a busy worker's
+    // look into the engine can reap this completion.
+    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    wait_or_exit(received, "a completion while every worker is busy");
+    EXPECT_EQ(op.result.load(), 1);
+    wait_or_exit(stopped, "the busy items");
+    engine->close(*d);
+    ::close(fds[1]);
+    engine->stop();
+    scheduler.stop();
+  }
+}
+
+struct Timed : Timer {
+  std::atomic<std::int64_t> at{0};
+  std::atomic<std::int64_t> result{1};
+  Countdown* done = nullptr;
+  static void on_event(const sched::Event& e, sched::Disposition) noexcept {
+    auto* self = static_cast<Timed*>(static_cast<Timer*>(e.target));
+    self->at.store(now_ns());
+    self->result.store(e.result);
+    self->done->count_down();
+  }
+};
+
+// Catches: a timer added while the only worker waits in the kernel with no deadline (or an
+// older, later one) being slept through: the add must shorten that wait.
+TEST_P(WorkerPolling, ATimerAddedWhileAWorkerWaitsInTheKernelFires) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  auto engine = make(scheduler);
+  ASSERT_TRUE(engine);
+  for (int round = 0; round < 20; ++round) {
+    ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+    Countdown fired(1);
+    Timed timer;
+    timer.handler = &Timed::on_event;
+    timer.done = &fired;
+    timer.deadline_ns = now_ns() + 2'000'000;  // 2 ms
+    ASSERT_TRUE(engine->add_timer(timer));
+    wait_or_exit(fired, "a timer added while the worker waits in the kernel");
+    EXPECT_EQ(timer.result.load(), 0);
+    EXPECT_GE(timer.at.load(), timer.deadline_ns) << "fired early";
+  }
+  engine->stop();
+  scheduler.stop();
+}
+
+// Catches: work submitted from a thread outside the pool stranded while the only idle worker
+// sleeps in the kernel (the wake went to the semaphore, where nobody sleeps).
+TEST_P(WorkerPolling, AnOutsideSubmitWakesTheWorkerInTheKernel) {
+  for (int workers : {1, 2}) {
+    SCOPED_TRACE(workers);
+    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = workers});
+    auto engine = make(scheduler);
+    ASSERT_TRUE(engine);
+    for (int round = 0; round < 50; ++round) {
+      ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+      Countdown ran(1);
+      FnItem item([&](sched::Disposition) { ran.count_down(); });
+      ASSERT_TRUE(scheduler.submit(item));
+      wait_or_exit(ran, "an outside submit while a worker waits in the kernel");
+    }
+    engine->stop();
+    scheduler.stop();
+  }
+}
+
+// Catches: stopping the engine or the scheduler hanging while a worker waits in the kernel with
+// no deadline, or the engine going away while that worker is still inside it (ASan).
+TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
+  for (int round = 0; round < 20; ++round) {
+    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+    auto engine = make(scheduler);
+    ASSERT_TRUE(engine);
+    int fds[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    auto d = engine->attach(fds[0]);
+    ASSERT_TRUE(d);
+    Countdown received(1);
+    OneByteReceive op;
+    op.prepare(*d, received);
+    ASSERT_FALSE(engine->start(op));
+    ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+    Countdown stopped(1);
+    std::thread stopper([&] {
+      if (round % 2 == 0) {
+        engine->cancel_all();  // the receive completes with -ECANCELED on a worker
+      }
+      engine.reset();  // stops (detaches from the workers), then destroys the engine
+      scheduler.stop();
+      stopped.count_down();
+    });
+    wait_or_exit(stopped, "shutdown while a worker waits in the kernel");
+    stopper.join();
+    if (round % 2 == 0) {
+      EXPECT_EQ(received.left(), 0u);
+      EXPECT_EQ(op.result.load(), -ECANCELED);
+    }
+    ::close(fds[1]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, WorkerPolling, ::testing::ValuesIn(Engine::available()),
+                         [](const auto& p) { return p.param; });
+
+}  // namespace
+}  // namespace arbor::io
