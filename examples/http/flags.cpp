@@ -26,7 +26,9 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
   --listen HOST:PORT         address to listen on (default 127.0.0.1:8080; port 0 = any)
   --workers N                scheduler worker threads (default: one per CPU)
   --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
-  --pollers N                engine poller threads (default 1)
+  --io-mode MODE             who waits for IO: workers (default: idle workers take turns in
+                             the kernel) or pollers (dedicated poller threads)
+  --pollers N                poller threads with --io-mode pollers (default 1)
   --max-connections N        more are closed as soon as accepted (default 10000)
   --header-timeout-ms MS     a request head must arrive within this (default 10000)
   --idle-timeout-ms MS       idle keep-alive connections close after this (default 60000)
@@ -36,7 +38,8 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
   --shutdown-timeout-ms MS   on SIGINT/SIGTERM, how long in-flight requests may take (5000)
   --help                     this text
 
-Environment: ARBOR_ENGINE, ARBOR_WORKERS, ARBOR_POLLERS, ARBOR_LOG, ... (see README).
+Environment: ARBOR_ENGINE, ARBOR_IO_MODE, ARBOR_WORKERS, ARBOR_POLLERS, ARBOR_LOG, ... (see
+README).
 )";
 }
 
@@ -74,6 +77,14 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
         return bad + " (" + names + ")";
       }
       f.runtime.engine.kind = value;
+    } else if (flag == "--io-mode") {
+      if (value == "workers") {
+        f.runtime.engine.io_mode = io::IoMode::workers;
+      } else if (value == "pollers") {
+        f.runtime.engine.io_mode = io::IoMode::pollers;
+      } else {
+        return bad + " (workers or pollers)";
+      }
     } else if (flag == "--pollers") {
       if (!number(value, f.runtime.engine.pollers, 1, 64)) return bad + " (1..64)";
     } else if (flag == "--max-connections") {
