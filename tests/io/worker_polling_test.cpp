@@ -189,8 +189,9 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
       if (round % 2 == 0) {
         engine->cancel_all();  // the receive completes with -ECANCELED on a worker
       }
-      engine.reset();  // stops (detaches from the workers), then destroys the engine
-      scheduler.stop();
+      engine->stop();    // detaches from the workers: nobody is inside the engine after it
+      scheduler.stop();  // runs or drops what the engine delivered (its pool's items)
+      engine.reset();
       stopped.count_down();
     });
     wait_or_exit(stopped, "shutdown while a worker waits in the kernel");

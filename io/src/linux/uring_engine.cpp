@@ -229,10 +229,12 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
     io_uring_sqe_set_data64(sqe, kWakeRead);
     r.wake_read_posted = true;
   }
-  // Drain requests; announce sleep; drain again if something arrived meanwhile.
+  // Drain requests; announce sleep; drain again if something arrived meanwhile. A look that
+  // will not sleep (a busy worker's) announces nothing: nobody need wake it.
   for (;;) {
     drain(r);
     r.buffers.publish();  // buffers workers gave back, before the kernel needs them
+    if (timeout_ns == 0) break;
     r.sleeping.store(true, std::memory_order_seq_cst);
     if (r.incoming.load(std::memory_order_seq_cst) == nullptr) break;
     r.sleeping.store(false, std::memory_order_relaxed);
