@@ -17,6 +17,7 @@ packages=(
   rapidjson-dev                         # the HTTP example's JSON serializer
   curl wrk                              # HTTP integration tests (real clients, wrk smoke run)
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
+  nghttp2-client                        # perf/http: h2load times pipelined requests
   spin                                  # make model: the park/notify handshake (Promela)
 )
 
