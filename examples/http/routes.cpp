@@ -97,6 +97,10 @@ std::size_t Routes::metrics(std::span<char> out) const {
   put("arbor_scheduler_wakes_total", "counter", "Times a parked worker was woken.", s.wakes);
   put("arbor_scheduler_steals_total", "counter", "Items stolen from another worker.", s.steals);
   put("arbor_scheduler_spins_total", "counter", "Spin phases before parking.", s.spins);
+  put("arbor_scheduler_driver_waits_total", "counter",
+      "Times an idle worker waited in the IO engine instead of parking.", s.driver_waits);
+  put("arbor_scheduler_driver_polls_total", "counter",
+      "Looks into the IO engine without waiting, by workers with work.", s.driver_polls);
   put("arbor_task_exceptions_unobserved_total", "counter",
       "Exceptions that ended a detached task (each also logged).", unobserved_task_exceptions());
   const auto& pool = runtime_.engine().event_pool();

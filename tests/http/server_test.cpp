@@ -264,8 +264,9 @@ TEST_P(HttpServer, MetricsArePrometheusText) {
   const std::string m = run("curl -s --max-time 10 " + server().url("/metrics"));
   for (const char* name :
        {"arbor_scheduler_queued ", "arbor_scheduler_parks_total ", "arbor_scheduler_wakes_total ",
-        "arbor_scheduler_steals_total ", "arbor_event_pool_idle ", "arbor_engine_events_total ",
-        "arbor_http_connections ", "arbor_http_requests_total ", "arbor_http_parse_errors_total "})
+        "arbor_scheduler_steals_total ", "arbor_scheduler_driver_waits_total ",
+        "arbor_event_pool_idle ", "arbor_engine_events_total ", "arbor_http_connections ",
+        "arbor_http_requests_total ", "arbor_http_parse_errors_total "})
     EXPECT_NE(m.find(std::string("\n") + name), std::string::npos) << name;
   EXPECT_NE(m.find("# TYPE arbor_http_requests_total counter\n"), std::string::npos);
 }
