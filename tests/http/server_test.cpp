@@ -214,8 +214,15 @@ std::string without_date(const std::string& response) {
 
 class HttpServer : public ::testing::TestWithParam<std::string> {
  protected:
+  // The parameter is an engine name, with "-pollers" for dedicated poller threads.
   void start(std::vector<std::string> flags = {}) {
-    flags.insert(flags.end(), {"--engine", GetParam()});
+    std::string engine = GetParam();
+    std::string mode = "workers";
+    if (engine.ends_with("-pollers")) {
+      engine.resize(engine.size() - std::string_view("-pollers").size());
+      mode = "pollers";
+    }
+    flags.insert(flags.end(), {"--engine", engine, "--io-mode", mode});
     server_ = std::make_unique<ServerProcess>(std::move(flags));
     ASSERT_GT(server_->port(), 0) << "the server did not start";
   }
@@ -448,12 +455,24 @@ TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
   EXPECT_EQ(json.find("Non-2xx"), std::string::npos) << json;
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, HttpServer, ::testing::ValuesIn(arbor::io::Engine::available()),
-                         [](const auto& param_info) { return param_info.param; });
+std::vector<std::string> server_variants() {
+  auto names = arbor::io::Engine::available();
+  for (std::size_t i = 0, n = names.size(); i < n; ++i)
+    names.push_back(names[i] + "-pollers");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, HttpServer, ::testing::ValuesIn(server_variants()),
+                         [](const auto& param_info) {
+                           std::string name = param_info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
   for (const char* flags : {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1",
-                            "--max-connections", "--header-timeout-ms -5"}) {
+                            "--max-connections", "--header-timeout-ms -5", "--io-mode threads"}) {
     const std::string out = run(std::string(HTTP_SERVER) + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;
