@@ -28,6 +28,27 @@ WorkItem* GlobalQueue::pop() noexcept {
   return item;
 }
 
+WorkItem* GlobalQueue::pop_batch(std::size_t max, std::size_t& count) noexcept {
+  count = 0;
+  if (max == 0 || empty()) return nullptr;
+  std::lock_guard lock(mutex_);
+  WorkItem* first = head_;
+  if (first == nullptr) return nullptr;
+  // Walking the chain under the lock costs one pointer chase per item, still far less than a
+  // lock round trip per item; the caller bounds `max` (half a local queue at most).
+  WorkItem* last = first;
+  std::size_t n = 1;
+  for (; n < max && last->next != nullptr; ++n)
+    last = last->next;
+  head_ = last->next;
+  if (head_ == nullptr) tail_ = nullptr;
+  last->next = nullptr;
+  size_.store(size_.load(std::memory_order_relaxed) - n, std::memory_order_relaxed);
+  pops_.store(pops_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
+  count = n;
+  return first;
+}
+
 WorkItem* GlobalQueue::take_all() noexcept {
   std::lock_guard lock(mutex_);
   WorkItem* chain = head_;

@@ -18,6 +18,23 @@ bool LocalQueue::push(WorkItem* item) noexcept {
   return true;
 }
 
+bool LocalQueue::push_batch(WorkItem* first, std::size_t count) noexcept {
+  std::int64_t b = bottom_.load(std::memory_order_relaxed);
+  std::int64_t t = top_.load(std::memory_order_acquire);
+  // top only grows while we are here (thieves take; only the owner adds), so the room seen now
+  // is a lower bound on the room when the slots are written.
+  if (static_cast<std::int64_t>(count) > static_cast<std::int64_t>(mask_ + 1) - (b - t))
+    return false;
+  // The owner pops from the bottom: the chain's first item goes into the highest slot.
+  WorkItem* item = first;
+  for (std::int64_t i = b + static_cast<std::int64_t>(count) - 1; i >= b; --i) {
+    slots_[static_cast<std::size_t>(i) & mask_].store(item, std::memory_order_relaxed);
+    item = item->next;
+  }
+  bottom_.store(b + static_cast<std::int64_t>(count), std::memory_order_release);
+  return true;
+}
+
 WorkItem* LocalQueue::pop() noexcept {
   std::int64_t b = bottom_.load(std::memory_order_relaxed) - 1;
   bottom_.store(b, std::memory_order_seq_cst);

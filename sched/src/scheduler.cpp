@@ -58,6 +58,7 @@
 #include "arbor/sched/local_queue.hpp"
 #include "arbor/sched/test_hooks.hpp"
 #include "cycle_clock.hpp"
+#include "global_batch.hpp"
 
 namespace arbor::sched {
 namespace {
@@ -146,6 +147,7 @@ struct Scheduler::Worker {
   // What this worker saw at its previous probe while searching (see steal_work()).
   std::uint64_t seen_global_pops = UINT64_MAX;
   std::vector<std::int64_t> seen_oldest;  // per victim slot
+  std::int64_t seen_own_oldest = -1;      // at the previous fairness check (see find_work())
 
   std::thread thread;
 };
@@ -358,9 +360,18 @@ void Scheduler::transition_from_searching(Worker& w) noexcept {  // T2
 
 WorkItem* Scheduler::find_work(Worker& w) noexcept {
   WorkItem* item = nullptr;
-  if (++w.tick % kGlobalQueueInterval == 0 && (item = global_.pop()) != nullptr) return item;
+  if (++w.tick % kGlobalQueueInterval == 0) {
+    // Fairness: one item from the global queue (one, not a batch: the local queue is busy).
+    if ((item = global_.pop()) != nullptr) return item;
+    // Failing that, our own oldest item if it has waited since the previous check: a batch
+    // (below) moves global items under any newer local work, and a chain of that work must not
+    // keep them waiting longer than the global queue would have.
+    if ((item = take_waiting_oldest(w.queue, w.seen_own_oldest)) != nullptr) return item;
+  }
   if ((item = w.queue.pop()) != nullptr) return item;
-  if ((item = global_.pop()) != nullptr) return item;
+  // Our fair share of the global queue in one lock; the rest of it waits in our local queue.
+  if ((item = pop_global_batch(global_, w.queue, static_cast<std::size_t>(workers_))) != nullptr)
+    return item;
   return steal_work(w);
 }
 
@@ -374,7 +385,8 @@ WorkItem* Scheduler::steal_work(Worker& w) noexcept {
   if (!global_.empty()) {
     const std::uint64_t pops = global_.pops();
     if (pops == w.seen_global_pops) {
-      if (WorkItem* item = global_.pop()) return item;
+      if (WorkItem* item = pop_global_batch(global_, w.queue, static_cast<std::size_t>(workers_)))
+        return item;
     }
     w.seen_global_pops = pops;
   }

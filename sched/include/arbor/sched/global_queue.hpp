@@ -3,8 +3,10 @@
 // An intrusive FIFO list under a mutex. Producers are external threads, engine pollers and
 // overflowing workers; the one hot producer pattern (an engine pushing event trees) already
 // batches, so one lock per batch is what matters, and `push_batch` splices a whole chain in
-// O(1). The length is mirrored in an atomic so that idle workers can poll "anything there?"
-// without touching the lock's cache line.
+// O(1). Consumers batch too: `pop_batch` takes up to n items from the head in one lock (a worker
+// moves them into its local queue, see src/global_batch.hpp), so draining a burst costs one lock
+// per batch rather than one per item. The length is mirrored in an atomic so that idle workers
+// can poll "anything there?" without touching the lock's cache line.
 #pragma once
 
 #include <atomic>
@@ -23,6 +25,9 @@ class GlobalQueue {
   void push_batch(WorkItem* first, WorkItem* last, std::size_t count) noexcept;
   /// The oldest item, or nullptr.
   WorkItem* pop() noexcept;
+  /// The oldest min(max, size) items in one lock, linked through `next` oldest first (the last
+  /// one's `next` is nullptr); `count` receives how many. nullptr and 0 if empty or max is 0.
+  WorkItem* pop_batch(std::size_t max, std::size_t& count) noexcept;
   /// Empties the queue, returning the chain (for shutdown).
   WorkItem* take_all() noexcept;
   /// Racy length: exact when no push or pop is in flight.

@@ -8,7 +8,8 @@
 // Orderings (after Lê, Pop, Cohen, Zappa Nardelli, PPoPP'13), written with seq_cst operations
 // instead of standalone fences so that ThreadSanitizer can follow them:
 //   push   slot store, then bottom store-release: a thief that reads the new bottom with
-//          acquire also sees the slot and everything the producer wrote into the item.
+//          acquire also sees the slot and everything the producer wrote into the item. A batch
+//          push stores all its slots, then bottom once.
 //   pop    bottom store, then top load, both seq_cst: owner and thief cannot both miss each
 //          other's claim on the last item; that item is then decided by a CAS on top.
 //   steal  top load, then bottom load, seq_cst; the CAS on top claims the slot.
@@ -32,6 +33,10 @@ class LocalQueue {
 
   /// Owner only. False if the queue is full (the item is not taken).
   bool push(WorkItem* item) noexcept;
+  /// Owner only. Pushes the chain `first` (`count` items linked through `next`) so that pop()
+  /// returns them in chain order, with one release of `bottom` for all of them. False, and
+  /// nothing taken, if fewer than `count` slots are free.
+  bool push_batch(WorkItem* first, std::size_t count) noexcept;
   /// Owner only. The newest item, or nullptr.
   WorkItem* pop() noexcept;
   /// Any thread. The oldest item, or nullptr if empty or another thread won the race.
