@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -202,6 +203,76 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
     }
     ::close(fds[1]);
   }
+}
+
+// Catches: IO stranded behind one long item while another worker sleeps. The worker in the
+// kernel reaps timer A, keeps it (keep_first, no surplus: no wake), releases the poll right and
+// runs A for a long time; the other worker sleeps on the semaphore, and nobody is in the kernel,
+// so timer B (due 20 ms later) cannot fire until A ends. In pollers mode the poller fires B and
+// wakes the idle worker. Here A gives up after 3 s; B must have fired well before that.
+TEST_P(WorkerPolling, AnIdleWorkerReapsWhileTheOtherRunsALongItem) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+  auto engine = make(scheduler);
+  ASSERT_TRUE(engine);
+  ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+  struct Long : Timer {
+    std::atomic<bool>* b_fired = nullptr;
+    std::atomic<bool> saw_b{false};
+    Countdown* done = nullptr;
+    static void on_event(const sched::Event& e, sched::Disposition) noexcept {
+      auto* self = static_cast<Long*>(static_cast<Timer*>(e.target));
+      const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(3);
+      while (!self->b_fired->load() && std::chrono::steady_clock::now() < give_up) {
+      }
+      self->saw_b.store(self->b_fired->load());
+      self->done->count_down();
+    }
+  };
+  struct Flag : Timer {
+    std::atomic<bool> fired{false};
+    static void on_event(const sched::Event& e, sched::Disposition) noexcept {
+      static_cast<Flag*>(static_cast<Timer*>(e.target))->fired.store(true);
+    }
+  };
+  Countdown done(1);
+  Flag b;
+  b.handler = &Flag::on_event;
+  Long a;
+  a.handler = &Long::on_event;
+  a.b_fired = &b.fired;
+  a.done = &done;
+  a.deadline_ns = now_ns() + 1'000'000;   // 1 ms
+  b.deadline_ns = now_ns() + 20'000'000;  // 20 ms: after A has started running
+  ASSERT_TRUE(engine->add_timer(a));
+  ASSERT_TRUE(engine->add_timer(b));
+  wait_or_exit(done, "the long timer handler");
+  EXPECT_TRUE(a.saw_b.load()) << "timer B did not fire while the other worker ran a long item "
+                                 "(the idle worker slept on the semaphore, nobody in the kernel)";
+  ASSERT_TRUE(eventually([&] { return b.fired.load(); }));
+  engine->stop();
+  scheduler.stop();
+}
+
+// Catches: a second workers-mode engine on a scheduler that already has one attached ending
+// the process (Scheduler::attach_driver aborts) instead of Engine::create reporting an error.
+// Pollers mode allowed any number of engines per scheduler; engine.hpp documents no limit.
+TEST_P(WorkerPolling, ASecondEngineOnOneSchedulerIsAnErrorNotAnAbort) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+        auto first = make(scheduler);
+        EngineOptions o;
+        o.kind = GetParam();
+        o.io_mode = IoMode::workers;
+        auto second = Engine::create(scheduler, o);
+        const bool refused = !second;
+        if (second) (*second)->stop();
+        if (first) first->stop();
+        scheduler.stop();
+        std::_Exit(first && refused ? 0 : 3);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, WorkerPolling, ::testing::ValuesIn(Engine::available()),
