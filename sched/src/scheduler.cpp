@@ -40,7 +40,11 @@
 // (D2). On its way out (D3), a driver sleeper whose bit was cleared was counted in by its waker,
 // like a woken sleeper; one whose bit is still set clears it and counts itself back in, which
 // breaks no rule above, since no wake was ever counted for it. Only the holder of the poll
-// right sets the bit, so there is at most one driver sleeper.
+// right sets the bit, so there is at most one driver sleeper. A parker that finds the right
+// taken says it wants it (D0) before it sleeps on the semaphore; the holder's release then wakes
+// a sleeper to take it over, so that a holder going on to run a long item never leaves the
+// kernel unwatched while other workers sleep (WorkerPolling.AnIdleWorkerReapsWhileTheOtherRuns
+// ALongItem).
 //
 // Searchers bound: at most half the workers (at least one) search at once (T1). When the last
 // searcher finds work it wakes one more sleeper (T2), since more work may be queued behind it;
@@ -445,7 +449,20 @@ bool Scheduler::anything_queued() const noexcept {
 void Scheduler::park(Worker& w) noexcept {
   // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
   // and says so in the same step that counts it asleep, so a waker always knows where it is.
-  const bool holder = try_take_poll_right();
+  bool holder = try_take_poll_right();
+  if (!holder && driver_.load(std::memory_order_relaxed) != nullptr) {
+    // D0: the right is taken. Its holder may be about to run a long item, and then nobody
+    // would wait in the kernel while we sleep on the semaphore: say we want it, so that its
+    // release wakes a sleeper to take it over (release_poll_right()). Then look again: a
+    // Dekker pair of seq_cst operations with that release, so either it sees our wish or we
+    // see the right free.
+    right_wanted_.store(true, std::memory_order_seq_cst);
+    holder = !poll_right_.exchange(true, std::memory_order_seq_cst);
+    if (holder && driver_.load(std::memory_order_seq_cst) == nullptr) {  // as in try_take
+      release_poll_right();
+      holder = false;
+    }
+  }
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
   if (holder) {
     idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
@@ -568,9 +585,16 @@ bool Scheduler::try_take_poll_right() noexcept {
 }
 
 void Scheduler::release_poll_right() noexcept {
-  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
-  // next holder, whose exchange in try_take_poll_right() acquires it.
-  poll_right_.store(false, std::memory_order_release);
+  // Release (and seq_cst for D0): the driver's own state (what the last holder reaped, its
+  // buffers) passes to the next holder, whose exchange in try_take_poll_right() acquires it.
+  poll_right_.store(false, std::memory_order_seq_cst);
+  // A worker went to sleep on the semaphore because we held the right (D0): with us about to
+  // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
+  // S3, to take it over: it finds no work and parks into the driver. If someone searches or
+  // enough workers are awake, one of them parks later and takes it.
+  if (right_wanted_.load(std::memory_order_seq_cst) &&
+      right_wanted_.exchange(false, std::memory_order_acq_rel))
+    notify_parked();
 }
 
 void Scheduler::poll_without_waiting(Worker& w) noexcept {
@@ -602,15 +626,13 @@ void Scheduler::unpark_driver() noexcept {
   unparkers_.fetch_sub(1, std::memory_order_release);
 }
 
-void Scheduler::attach_driver(Driver& driver) noexcept {
+bool Scheduler::attach_driver(Driver& driver) noexcept {
   Driver* expected = nullptr;
-  if (!driver_.compare_exchange_strong(expected, &driver, std::memory_order_seq_cst)) {
-    std::fputs("arbor::sched::Scheduler::attach_driver: a driver is already attached\n", stderr);
-    std::abort();
-  }
+  if (!driver_.compare_exchange_strong(expected, &driver, std::memory_order_seq_cst)) return false;
   // Workers asleep on the semaphore do not look at the driver until they park again; if all
   // sleep, wake one, so that it parks again and waits in the driver.
   notify_parked();
+  return true;
 }
 
 void Scheduler::detach_driver() noexcept {

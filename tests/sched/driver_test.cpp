@@ -108,7 +108,7 @@ TEST(SchedulerDriver, AnIdleWorkerWaitsInTheDriverAndRunsWhatItReaps) {
     Countdown done(1);
     item.done = &done;
     driver.add(item);
-    s.attach_driver(driver);
+    ASSERT_TRUE(s.attach_driver(driver));
     ASSERT_TRUE(eventually([&] { return driver.in_kernel(); })) << "nobody waits in the driver";
     driver.complete(1);
     wait_or_exit(done, "the reaped completion");
@@ -126,7 +126,7 @@ TEST(SchedulerDriver, AnOutsideSubmitWakesTheWorkerWaitingInTheDriver) {
     SCOPED_TRACE(workers);
     Scheduler s(SchedulerOptions{.workers = workers});
     FakeDriver driver(s, 0);
-    s.attach_driver(driver);
+    ASSERT_TRUE(s.attach_driver(driver));
     constexpr int kRounds = 200;
     for (int r = 0; r < kRounds; ++r) {
       // Every worker asleep, one of them in the driver: the submit must reach that one.
@@ -156,7 +156,7 @@ TEST(SchedulerDriver, BusyWorkersPollTheDriver) {
     Countdown reaped_done(1);
     reaped.done = &reaped_done;
     driver.add(reaped);
-    s.attach_driver(driver);
+    ASSERT_TRUE(s.attach_driver(driver));
     // One self-resubmitting item per worker keeps every worker busy until `reaped` has run.
     struct Busy : WorkItem {
       Busy() : WorkItem(&run) {}
@@ -203,7 +203,7 @@ TEST(SchedulerDriver, DetachAndStopEndAWaitInTheDriver) {
   for (int round = 0; round < 50; ++round) {
     auto s = std::make_unique<Scheduler>(SchedulerOptions{.workers = 2});
     auto driver = std::make_unique<FakeDriver>(*s, 0);
-    s->attach_driver(*driver);
+    ASSERT_TRUE(s->attach_driver(*driver));
     ASSERT_TRUE(eventually([&] { return driver->in_kernel(); }));
     if (round % 2 == 0) {
       s->detach_driver();
@@ -219,6 +219,61 @@ TEST(SchedulerDriver, DetachAndStopEndAWaitInTheDriver) {
   }
 }
 
+// Catches: a second driver silently replacing the first (workers would then wait in one while
+// the other's owner thinks it is attached), or ending the process.
+TEST(SchedulerDriver, ASecondDriverIsRefused) {
+  Scheduler s(SchedulerOptions{.workers = 1});
+  FakeDriver first(s, 0), second(s, 0);
+  ASSERT_TRUE(s.attach_driver(first));
+  EXPECT_FALSE(s.attach_driver(second));
+  ASSERT_TRUE(eventually([&] { return first.in_kernel(); }));
+  EXPECT_EQ(second.waits(), 0);
+  s.detach_driver();
+  EXPECT_TRUE(s.attach_driver(second));  // free again after a detach
+  s.detach_driver();
+  s.stop();
+}
+
+// Catches: a worker that parks on the semaphore because the right is taken staying asleep
+// after the holder leaves with work, so that nobody waits in the driver while the holder runs a
+// long item: completions then wait for that item to end (here: forever, as it ends only once
+// the second completion has run).
+TEST(SchedulerDriver, ReleasingTheRightWakesAWorkerThatWantedIt) {
+  Scheduler s(SchedulerOptions{.workers = 2});
+  FakeDriver driver(s, 0);
+  struct Long : CountingItem {
+    CountingItem* until = nullptr;
+    std::atomic<bool> started{false};
+    Long() { fn = &run_long; }
+    static void run_long(WorkItem* self, Disposition d) noexcept {
+      auto* item = static_cast<Long*>(self);
+      item->started.store(true);
+      if (d == Disposition::run)
+        while (item->until->runs.load() == 0)
+          std::this_thread::yield();
+      run(self, d);
+    }
+  };
+  Long first;
+  CountingItem second;
+  Countdown done(2);
+  first.done = second.done = &done;
+  first.until = &second;
+  driver.add(first);
+  driver.add(second);
+  ASSERT_TRUE(s.attach_driver(driver));
+  // One worker in the driver, the other asleep on the semaphore (it found the right taken).
+  ASSERT_TRUE(eventually([&] { return driver.in_kernel() && s.parked_workers() == 2; }));
+  driver.complete(1);  // the holder reaps `first` and runs it until `second` has run
+  ASSERT_TRUE(eventually([&] { return first.started.load(); }));
+  ASSERT_TRUE(eventually([&] { return driver.in_kernel(); }))
+      << "nobody took the driver over while its last holder runs a long item";
+  driver.complete(1);
+  wait_or_exit(done, "a completion while the other worker runs a long item");
+  s.detach_driver();
+  s.stop();
+}
+
 // Catches: submits racing with workers that go to sleep in the driver or on the semaphore
 // leaving an item stranded (a lost wake-up between S3's choice and the sleeper's D1/P1).
 TEST(SchedulerDriver, OutsideSubmitsRacingWithParkingStrandNothing) {
@@ -226,7 +281,7 @@ TEST(SchedulerDriver, OutsideSubmitsRacingWithParkingStrandNothing) {
     SCOPED_TRACE(workers);
     Scheduler s(SchedulerOptions{.workers = workers});
     FakeDriver driver(s, 0);
-    s.attach_driver(driver);
+    ASSERT_TRUE(s.attach_driver(driver));
     constexpr int kItems = 20000;
     std::vector<CountingItem> items(kItems);
     Countdown done(kItems);
@@ -261,7 +316,7 @@ TEST(SchedulerDriver, ReapedBurstsRunExactlyOnce) {
     item.done = &done;
     driver.add(item);
   }
-  s.attach_driver(driver);
+  ASSERT_TRUE(s.attach_driver(driver));
   for (int sent = 0; sent < kItems; sent += 30)
     driver.complete(30);
   wait_or_exit(done, "reaped bursts");

@@ -210,7 +210,13 @@ std::error_code Engine::start_polling() noexcept {
     } catch (const std::bad_alloc&) {
       return std::make_error_code(std::errc::not_enough_memory);
     }
-    scheduler_.attach_driver(*driver_);
+    if (!scheduler_.attach_driver(*driver_)) {
+      driver_.reset();
+      log::error(
+          "engine: the scheduler's workers already poll another engine; use "
+          "ARBOR_IO_MODE=pollers for a second engine on one scheduler");
+      return std::make_error_code(std::errc::device_or_resource_busy);
+    }
     return {};
   }
   try {

@@ -29,7 +29,8 @@ SubmitBatch::SubmitBatch() noexcept {
 
 SubmitBatch::~SubmitBatch() {
   if (--state.depth != 0) return;
-  // A flush may run a completion inline (it never does today), so take the list first.
+  // A flush may run completions (io_uring in workers mode looks into the engine, and what it
+  // reaps runs here when the event pool cannot grow), so take the list first.
   while (state.count > 0) {
     const Pending p = state.pending[--state.count];
     p.flush(p.context);

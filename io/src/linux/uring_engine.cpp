@@ -84,7 +84,10 @@ std::error_code UringEngine::init() {
     r = std::make_unique<Ring>();
     r->wakes = &wakes_;
     r->submits = &submits_;
-    if (options().io_mode == IoMode::workers) r->polled_by = &scheduler();
+    // Not with inline completions: a flush would run handlers inside start(), before it
+    // returns, and with the poll right held.
+    if (options().io_mode == IoMode::workers && !options().inline_completions)
+      r->polled_by = &scheduler();
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
     if (auto e = setup(*r)) return e;

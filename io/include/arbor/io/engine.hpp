@@ -138,7 +138,8 @@ class Engine {
   /// Creates the engine `options.kind` names, delivering to `scheduler`. Errors: unknown name
   /// or bad option (invalid_argument); the named engine cannot start here (its system error).
   /// With "auto", each engine that fails to start falls back to the next one. Logs one line
-  /// saying what was chosen.
+  /// saying what was chosen. In IoMode::workers a scheduler drives one engine:
+  /// device_or_resource_busy if another workers-mode engine is attached to it.
   static Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler,
                                                 EngineOptions options = {});
   /// Every engine built into this library, preferred first (e.g. uring, epoll).

@@ -89,8 +89,8 @@ class Scheduler {
 
   /// From now on an idle worker waits in `driver` while it holds its poll right (see
   /// driver.hpp). The driver must stay valid until detach_driver() returns. At most one driver
-  /// at a time (aborts on a second).
-  void attach_driver(Driver& driver) noexcept;
+  /// at a time: false (nothing changed) if one is attached already.
+  [[nodiscard]] bool attach_driver(Driver& driver) noexcept;
   /// Stops using the driver: ends a wait in progress and returns once no thread is inside any
   /// of its functions on the scheduler's behalf; the driver may then be destroyed. Never from
   /// a worker (aborts): a worker may be the one inside it.
@@ -162,6 +162,7 @@ class Scheduler {
   // about to unpark it, for detach_driver() to wait for.
   alignas(64) std::atomic<Driver*> driver_{nullptr};
   std::atomic<bool> poll_right_{false};
+  std::atomic<bool> right_wanted_{false};  // a parker found the right taken (D0)
   std::atomic<int> unparkers_{0};
 };
 
