@@ -449,20 +449,23 @@ bool Scheduler::anything_queued() const noexcept {
 void Scheduler::park(Worker& w) noexcept {
   // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
   // and says so in the same step that counts it asleep, so a waker always knows where it is.
-  bool holder = try_take_poll_right();
-  if (!holder && driver_.load(std::memory_order_relaxed) != nullptr) {
+  // The driver we hold the right to, if we got it; only this pointer is used afterwards, since
+  // detach_driver() may clear driver_ meanwhile (it waits for our right, not for driver_).
+  Driver* held = try_take_poll_right();
+  const bool saw_driver = held != nullptr || driver_.load(std::memory_order_relaxed) != nullptr;
+  if (held == nullptr && saw_driver) {
     // D0: the right is taken. Its holder may be about to run a long item, and then nobody
     // would wait in the kernel while we sleep on the semaphore: say we want it, so that its
     // release wakes a sleeper to take it over (release_poll_right()). Then look again: a
     // Dekker pair of seq_cst operations with that release, so either it sees our wish or we
     // see the right free.
     right_wanted_.store(true, std::memory_order_seq_cst);
-    holder = !poll_right_.exchange(true, std::memory_order_seq_cst);
-    if (holder && driver_.load(std::memory_order_seq_cst) == nullptr) {  // as in try_take
-      release_poll_right();
-      holder = false;
+    if (!poll_right_.exchange(true, std::memory_order_seq_cst)) {
+      held = driver_.load(std::memory_order_seq_cst);  // as in try_take_poll_right()
+      if (held == nullptr) release_poll_right();
     }
   }
+  const bool holder = held != nullptr;
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
   if (holder) {
     idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
@@ -484,7 +487,11 @@ void Scheduler::park(Worker& w) noexcept {
     }
     return;
   }
-  if (anything_queued()) {
+  // A driver attached after we looked (and before P1) may have pending IO, and its attach's
+  // wake may have gone to nobody (it saw us awake): treat it as queued work. attach_driver()
+  // stores driver_ before its S2, so this load after P2 is the other half of that Dekker pair.
+  const bool driver_appeared = !saw_driver && driver_.load(std::memory_order_relaxed) != nullptr;
+  if (driver_appeared || anything_queued()) {
     // P3. Work arrived while we were deciding to sleep, and its submitter may have counted on
     // us being awake. From P1 on we count as asleep, so we may come back only the way a
     // sleeper is woken: counted in by the rule of S3. If someone searches already (possibly a
@@ -515,7 +522,7 @@ void Scheduler::park(Worker& w) noexcept {
     }
   }
   if (holder) {
-    wait_in_driver(w);
+    wait_in_driver(w, *held);
     return;
   }
   w.counters.bump(detail::CounterBlock::parks);
@@ -544,16 +551,15 @@ void Scheduler::leave_driver(Worker& w) noexcept {
   }
 }
 
-void Scheduler::wait_in_driver(Worker& w) noexcept {
-  // The right was taken after seeing a driver, and detach_driver() waits for the right before
-  // it lets the driver go, so the pointer stays valid until we release the right.
-  Driver* driver = driver_.load(std::memory_order_acquire);
+void Scheduler::wait_in_driver(Worker& w, Driver& driver) noexcept {
+  // detach_driver() waits for the right before it lets the driver go, so `driver` (what we saw
+  // when we took the right) stays valid until we release it.
   w.counters.bump(detail::CounterBlock::driver_waits);
-  driver->wait(-1);
+  driver.wait(-1);
   // Out of the driver before dispatching: what we hand out may need a helper woken, and S3
   // must not pick us (still marked asleep) to be that helper.
   leave_driver(w);
-  dispatch(w, *driver);
+  dispatch(w, driver);
   release_poll_right();
 }
 
@@ -570,18 +576,17 @@ void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
   w.since_poll = 0;
 }
 
-bool Scheduler::try_take_poll_right() noexcept {
-  if (driver_.load(std::memory_order_relaxed) == nullptr) return false;
+Driver* Scheduler::try_take_poll_right() noexcept {
+  if (driver_.load(std::memory_order_relaxed) == nullptr) return nullptr;
   if (poll_right_.load(std::memory_order_relaxed) ||
       poll_right_.exchange(true, std::memory_order_seq_cst))
-    return false;
+    return nullptr;
   // Pairs with detach_driver(), which clears driver_ and then waits for the right to be free:
-  // either it sees our right taken and waits for us, or we see the driver gone.
-  if (driver_.load(std::memory_order_seq_cst) == nullptr) {
-    release_poll_right();
-    return false;
-  }
-  return true;
+  // either it sees our right taken and waits for us, or we see the driver gone. The pointer
+  // read here is the one to use until the right is released: driver_ may be cleared meanwhile.
+  Driver* driver = driver_.load(std::memory_order_seq_cst);
+  if (driver == nullptr) release_poll_right();
+  return driver;
 }
 
 void Scheduler::release_poll_right() noexcept {
@@ -597,19 +602,19 @@ void Scheduler::release_poll_right() noexcept {
     notify_parked();
 }
 
-void Scheduler::poll_without_waiting(Worker& w) noexcept {
-  Driver* driver = driver_.load(std::memory_order_acquire);
+void Scheduler::poll_without_waiting(Worker& w, Driver& driver) noexcept {
   w.counters.bump(detail::CounterBlock::driver_polls);
-  driver->wait(0);
-  dispatch(w, *driver);
+  driver.wait(0);
+  dispatch(w, driver);
 }
 
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
-  if (w == nullptr || &w->owner != this || !try_take_poll_right()) return false;
+  if (w == nullptr || &w->owner != this) return false;
+  Driver* driver = try_take_poll_right();
+  if (driver == nullptr) return false;
   // Called from inside an item: what it dispatches is work that item queued, so the item's own
   // wake decision (notify_deferred, settled at its end) covers it.
-  Driver* driver = driver_.load(std::memory_order_acquire);
   w->counters.bump(detail::CounterBlock::driver_polls);
   driver->wait(0);
   driver->dispatch();
@@ -657,9 +662,10 @@ void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
     WorkItem* item = find_work(w);
-    if (item == nullptr && try_take_poll_right()) {
+    Driver* driver = nullptr;
+    if (item == nullptr && (driver = try_take_poll_right()) != nullptr) {
       // Out of work: what the kernel has ready is the next work, before spinning for others'.
-      poll_without_waiting(w);
+      poll_without_waiting(w, *driver);
       release_poll_right();
       item = find_work(w);
     }
@@ -685,8 +691,9 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    if (++w.since_poll >= kPollInterval && try_take_poll_right()) {
-      poll_without_waiting(w);
+    driver = nullptr;
+    if (++w.since_poll >= kPollInterval && (driver = try_take_poll_right()) != nullptr) {
+      poll_without_waiting(w, *driver);
       release_poll_right();
     }
   }

@@ -120,10 +120,10 @@ class Scheduler {
   void start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
   void transition_from_searching(Worker& w) noexcept;
-  bool try_take_poll_right() noexcept;
+  Driver* try_take_poll_right() noexcept;
   void release_poll_right() noexcept;
-  void poll_without_waiting(Worker& w) noexcept;
-  void wait_in_driver(Worker& w) noexcept;
+  void poll_without_waiting(Worker& w, Driver& driver) noexcept;
+  void wait_in_driver(Worker& w, Driver& driver) noexcept;
   void leave_driver(Worker& w) noexcept;
   void dispatch(Worker& w, Driver& driver) noexcept;
   void unpark_driver() noexcept;
