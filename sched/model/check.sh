@@ -3,10 +3,19 @@
 #   - the protocol of sched/src/scheduler.cpp must pass, for 2 and 3 workers: no assertion
 #     violation (no phantom searcher, no work left behind), no invalid end state (deadlock),
 #     no non-progress cycle, and no truncated search;
+#   - the same with the driver (-DDRIVER: the poll right, D1..D3, IO completions), which must
+#     also strand no completion and keep the driver bit and the poll right consistent;
 #   - the old protocol (-DOLD_PROTOCOL) must fail, for 2 workers: spin must find the phantom
 #     searcher (property 1) and the park/recheck livelock of the "bug 6" shape (property 3),
-#     whose traces are printed.
+#     whose traces are printed;
+#   - attach_driver() and detach_driver() as of the commit that added the driver must fail
+#     (a completion stranded with every worker on the semaphore; a holder reloading a null
+#     driver_), whose traces are printed, and the fixes the model proposes (-DFIX_ATTACH,
+#     -DFIX_DETACH) must pass. Once scheduler.cpp has those fixes, make them the model's
+#     default and these checks "pass".
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
+# Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
+# at these sizes compiling pan.c with -O2 costs more than the faster search gains).
 set -euo pipefail
 cd "$(dirname "$0")"
 
@@ -15,24 +24,25 @@ command -v spin >/dev/null || {
   exit 1
 }
 CC=${CC:-cc}
+JOBS=${MODEL_JOBS:-2}
+read -r -a PAN_CFLAGS <<<"${PAN_CFLAGS:--O0}"
 DEPTH=100000  # pan -m: far above the deepest path (< 1000); a truncated search fails anyway
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/park_notify.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-cp park_notify.pml "$work/"
-cd "$work"
-
-passed=0
-failed=0
 
 # The interleaving of a counterexample, as the model's step-named printf lines.
 show_trail() {
   spin -t "$@" park_notify.pml 2>&1 | sed -E 's/^ +//; s/ {2,}/ /g' |
-    grep -E '^[wx][0-9] |START OF CYCLE|failed assertion' | tail -n 30 | sed 's/^/    /' || true
+    grep -E '^[wxei][0-9]+ |START OF CYCLE|failed assertion' | tail -n 30 | sed 's/^/    /' ||
+    true
 }
 
-# check <expect: pass|phantom|cycle> <name> <spin -D flags> -- <cc flags> -- <pan flags>
-check() {
+# run_check <expect> <name> <spin -D flags> -- <cc flags> -- <pan flags>, in the current
+# directory (a copy of the model): prints PASS or FAIL, the figures, and any trace.
+# expect: pass, phantom (the phantom-searcher assertion), cycle (a non-progress cycle),
+# stranded (the watchdog: something left when nothing can move), nulldriver (a null driver_).
+run_check() {
   local expect=$1 name=$2
   shift 2
   local spin_flags=() cc_flags=() pan_flags=()
@@ -42,11 +52,10 @@ check() {
   shift
   pan_flags=("$@")
 
-  rm -f pan pan.* ./*.trail
   local ok=1 why=""
   if ! spin -a "${spin_flags[@]}" park_notify.pml >spin.out 2>&1; then
     ok=0 why="spin -a failed: $(tail -n 3 spin.out)"
-  elif ! "$CC" -O2 -w "${cc_flags[@]}" -o pan pan.c >cc.out 2>&1; then
+  elif ! "$CC" "${PAN_CFLAGS[@]}" -w "${cc_flags[@]}" -o pan pan.c >cc.out 2>&1; then
     ok=0 why="cc failed: $(tail -n 3 cc.out)"
   else
     ./pan -m"$DEPTH" "${pan_flags[@]}" >pan.out 2>&1 || true
@@ -70,22 +79,54 @@ check() {
         cycle)
           if [[ $errors == 0 ]] || ! grep -q '^pan:1: non-progress cycle' pan.out
           then ok=0 why="expected a non-progress cycle"; fi ;;
+        stranded)
+          if [[ $errors == 0 ]] || ! grep -q '^pan:1: assertion violated .*io_ready==0' pan.out
+          then ok=0 why="expected the watchdog to find a completion stranded"; fi ;;
+        nulldriver)
+          if [[ $errors == 0 ]] || ! grep -q '^pan:1: assertion violated attached' pan.out
+          then ok=0 why="expected a holder to reload a null driver_"; fi ;;
       esac
     fi
     why="${why:-$figures}"
     [[ $ok == 1 ]] || why="$why ($figures)"
   fi
   if [[ $ok == 1 ]]; then
-    passed=$((passed + 1))
     echo "PASS $name: $why"
   else
-    failed=$((failed + 1))
     echo "FAIL $name: $why"
   fi
   if [[ -f park_notify.pml.trail ]]; then  # a counterexample, expected or not
     echo "    trace (spin -t ${spin_flags[*]}, last steps):"
     show_trail "${spin_flags[@]}"
   fi
+}
+
+# check <same arguments as run_check>: runs it in the background, in a directory of its own,
+# at most JOBS at a time; the reports are printed in order by report_all.
+checks=0
+check() {
+  checks=$((checks + 1))
+  local dir="$work/$checks"
+  mkdir "$dir"
+  cp park_notify.pml "$dir/"
+  while [[ $(jobs -rp | wc -l) -ge $JOBS ]]; do sleep 0.2; done
+  (cd "$dir" && run_check "$@" >report 2>&1; touch "$dir/finished") &
+}
+
+report_all() {
+  local passed=0 failed=0 i
+  for ((i = 1; i <= checks; i++)); do
+    while [[ ! -f $work/$i/finished ]]; do sleep 0.2; done
+    cat "$work/$i/report"
+    if head -n 1 "$work/$i/report" | grep -q '^PASS '; then
+      passed=$((passed + 1))
+    else
+      failed=$((failed + 1))
+    fi
+  done
+  wait
+  echo "model: $passed passed, $failed failed"
+  [[ $failed == 0 ]]
 }
 
 # New protocol: safety (assertions + invalid end states) and progress (no non-progress cycle;
@@ -95,6 +136,17 @@ check pass "new, 2 workers, safety" -DWORKERS=2 -DPRODUCED=2 -- --
 check pass "new, 2 workers, progress" -DWORKERS=2 -DPRODUCED=2 -- -DNP -- -l
 check pass "new, 3 workers, safety" -DWORKERS=3 -- --
 check pass "new, 3 workers, progress" -DWORKERS=3 -DSPAWN=0 -- -DNP -- -l
+# The driver: the long item with two IO completions (dispatch's local and global halves, D2
+# claiming the driver's sleeper for the long item's second submit); no long item, with the
+# producer (S3 choosing the semaphore while the driver's sleeper is not the last one asleep);
+# 3 workers, one asleep on the semaphore from the start and no IO (driver waits ended by
+# unparks only: IO makes 3 workers too big for a routine run).
+check pass "driver, 2 workers, safety" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- --
+check pass "driver, 2 workers, progress" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- -DNP -- -l
+check pass "driver, 2 workers, no long item, safety" \
+  -DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=1 -DIO=2 -DSPAWN=0 -- --
+check pass "driver, 3 workers, safety" \
+  -DWORKERS=3 -DDRIVER -DASLEEP=1 -DPRODUCED=0 -DIO=0 -DSPAWN=0 -- --
 # Old protocol: must fail. -i (with -DREACH) shortens the phantom trace; the livelock is
 # searched under weak fairness (-f) so that the cycle found is one where every other process
 # is blocked (the long item waiting, the producer done), not merely starved by the scheduler.
@@ -103,6 +155,15 @@ check phantom "old, 2 workers, finds the phantom searcher" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DREACH -- -i
 check cycle "old, 2 workers, finds the park/recheck livelock" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DNP -- -l -f -A
+# attach_driver() and detach_driver() racing with the workers: the code as it is must fail,
+# the proposed fixes must pass. (-i shortens the detach trace; for attach it costs a minute.)
+check stranded "attach, 2 workers, finds a completion stranded (scheduler.cpp bug)" \
+  -DWORKERS=2 -DATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+check pass "attach, 2 workers, safety with FIX_ATTACH" \
+  -DWORKERS=2 -DATTACH -DFIX_ATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+check nulldriver "detach, 2 workers, finds a null driver_ reloaded (scheduler.cpp bug)" \
+  -DWORKERS=2 -DDETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- -DREACH -- -i
+check pass "detach, 2 workers, safety with FIX_DETACH" \
+  -DWORKERS=2 -DDETACH -DFIX_DETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
 
-echo "model: $passed passed, $failed failed"
-[[ $failed == 0 ]]
+report_all
