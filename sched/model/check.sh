@@ -8,11 +8,10 @@
 #   - the old protocol (-DOLD_PROTOCOL) must fail, for 2 workers: spin must find the phantom
 #     searcher (property 1) and the park/recheck livelock of the "bug 6" shape (property 3),
 #     whose traces are printed;
-#   - attach_driver() and detach_driver() as of the commit that added the driver must fail
-#     (a completion stranded with every worker on the semaphore; a holder reloading a null
-#     driver_), whose traces are printed, and the fixes the model proposes (-DFIX_ATTACH,
-#     -DFIX_DETACH) must pass. Once scheduler.cpp has those fixes, make them the model's
-#     default and these checks "pass".
+#   - attach_driver() and detach_driver() racing with the workers must pass; as of the commit
+#     that added the driver (-DBUGGY_ATTACH, -DBUGGY_DETACH) they must fail (a completion
+#     stranded with every worker on the semaphore; a holder reloading a null driver_), whose
+#     traces are printed.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
 # Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
 # at these sizes compiling pan.c with -O2 costs more than the faster search gains).
@@ -155,15 +154,16 @@ check phantom "old, 2 workers, finds the phantom searcher" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DREACH -- -i
 check cycle "old, 2 workers, finds the park/recheck livelock" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DNP -- -l -f -A
-# attach_driver() and detach_driver() racing with the workers: the code as it is must fail,
-# the proposed fixes must pass. (-i shortens the detach trace; for attach it costs a minute.)
-check stranded "attach, 2 workers, finds a completion stranded (scheduler.cpp bug)" \
+# attach_driver() and detach_driver() racing with the workers: the code must pass, the code
+# before the model's fixes must fail. (-i shortens the detach trace; for attach it costs a
+# minute.)
+check stranded "attach, 2 workers, before the fix: finds a completion stranded" \
+  -DWORKERS=2 -DATTACH -DBUGGY_ATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+check pass "attach, 2 workers, safety" \
   -DWORKERS=2 -DATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
-check pass "attach, 2 workers, safety with FIX_ATTACH" \
-  -DWORKERS=2 -DATTACH -DFIX_ATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
-check nulldriver "detach, 2 workers, finds a null driver_ reloaded (scheduler.cpp bug)" \
-  -DWORKERS=2 -DDETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- -DREACH -- -i
-check pass "detach, 2 workers, safety with FIX_DETACH" \
-  -DWORKERS=2 -DDETACH -DFIX_DETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+check nulldriver "detach, 2 workers, before the fix: finds a null driver_ reloaded" \
+  -DWORKERS=2 -DDETACH -DBUGGY_DETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- -DREACH -- -i
+check pass "detach, 2 workers, safety" \
+  -DWORKERS=2 -DDETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
 
 report_all
