@@ -38,7 +38,7 @@ struct RoundTrip {
                 auto* rt = static_cast<Step*>(self)->owner;
                 if (d == Disposition::drop) return rt->finished.wake();
                 Scheduler::current()->submit(rt->reply, /*prefer_local=*/false);
-                if (rt->config.housekeeping) roundtrip::spin_wait(rt->config.tail);
+                if (rt->config.housekeeping) roundtrip::busy_for(rt->config.tail_ns);
               }};
   // The reply delivery: complete the request; the continuation runs asynchronously.
   Step reply{this, [](WorkItem* self, Disposition d) noexcept {

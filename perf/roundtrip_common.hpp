@@ -4,19 +4,24 @@
 // housekeeping tail; see docs/benchmarks.md). Keeping them in one place is what
 // makes the two programs measure the same thing.
 //
-//   roundtrip MODE [WARMUP] [REQUESTS] [--chunked] [--threads N]
-//     MODE      exit | housekeeping | spaced
-//     WARMUP    untimed round trips first (default 20,000; the chunked mode has none)
-//     REQUESTS  timed round trips (default 200,000; 50,000 for spaced)
-//     --chunked run for 10 s printing the per-request average of every 20,000 requests
-//     --tail N  housekeeping pause iterations (default 200)
+//   roundtrip MODE [WARMUP] [REQUESTS] [--chunked] [--threads N] [--tail-ns N]
+//     MODE        exit | housekeeping | spaced
+//     WARMUP      untimed round trips first (default 20,000; the chunked mode has none)
+//     REQUESTS    timed round trips (default 200,000; 50,000 for spaced)
+//     --chunked   run for 10 s printing the per-request average of every 20,000 requests
+//     --tail-ns N housekeeping tail: busy until N ns of steady_clock have passed (default 1,000)
 //     --pause-ns  print the measured cost of one pause iteration and exit
 //
 // One round trip: the client (running on the pool) queues the server item to the global
 // queue; the server item queues the reply item to the global queue and then, in housekeeping
-// mode, spins ~200 pause iterations of tail work; the reply item completes the request by
-// queueing the client's continuation (prefer-local, as a continuation run asynchronously is).
-// Only the awaited round trip is timed; the spaced mode's gap sits outside the window.
+// mode, keeps its thread busy for --tail-ns of tail work; the reply item completes the request
+// by queueing the client's continuation (prefer-local, as a continuation run asynchronously
+// is). Only the awaited round trip is timed; the spaced mode's gap sits outside the window.
+//
+// The tail is measured in time, not in pause instructions: a pause costs 20-67 ns on this
+// project's VM from run to run and ~1 ns on other CPUs, so a pause count meant a different
+// tail on every machine and every run. The gap between spaced requests (outside the timed
+// window, only there to let the workers park) is still a pause count.
 #pragma once
 
 #include <chrono>
@@ -43,7 +48,15 @@ inline void spin_wait(int iterations) {
   }
 }
 
-constexpr int kHousekeepingSpins = 200;
+/// Keeps the thread busy until `ns` nanoseconds of steady_clock have passed (the vDSO clock
+/// read, ~20 ns, is the granularity).
+inline void busy_for(std::int64_t ns) {
+  const auto end = Clock::now() + std::chrono::nanoseconds(ns);
+  while (Clock::now() < end) {
+  }
+}
+
+constexpr std::int64_t kTailNs = 1'000;
 constexpr int kGapSpins = 20'000;
 constexpr std::int64_t kChunk = 20'000;
 constexpr auto kChunkedDuration = std::chrono::seconds(10);
@@ -55,8 +68,8 @@ struct Config {
   std::int64_t warmup = 20'000;
   std::int64_t requests = 200'000;
   bool chunked = false;
-  int threads = 0;                // 0: the CPUs available
-  int tail = kHousekeepingSpins;  // pause iterations of housekeeping
+  int threads = 0;                 // 0: the CPUs available
+  std::int64_t tail_ns = kTailNs;  // housekeeping tail, steady_clock nanoseconds
   const char* label = "reply, then exit        ";
 };
 
@@ -81,7 +94,7 @@ inline double pause_ns() {
 [[noreturn]] inline void usage(const char* program, const char* problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s exit|housekeeping|spaced [WARMUP] [REQUESTS] [--chunked] "
-               "[--threads N] [--tail N]\n",
+               "[--threads N] [--tail-ns N]\n",
                program, problem, program);
   std::exit(2);
 }
@@ -103,8 +116,8 @@ inline Config parse(int argc, char** argv) {
     } else if (a == "--pause-ns") {
       std::printf("%.1f\n", pause_ns());
       std::exit(0);
-    } else if (a == "--tail" && i + 1 < argc) {
-      c.tail = static_cast<int>(parse_count(argv[0], argv[++i]));
+    } else if (a == "--tail-ns" && i + 1 < argc) {
+      c.tail_ns = parse_count(argv[0], argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
       c.threads = static_cast<int>(parse_count(argv[0], argv[++i]));
       if (c.threads <= 0) usage(argv[0], "--threads must be at least 1");

@@ -26,7 +26,7 @@ struct RoundTrip {
   }
   void server() {
     asio::post(pool, [this] { reply(); });
-    if (config.housekeeping) roundtrip::spin_wait(config.tail);
+    if (config.housekeeping) roundtrip::busy_for(config.tail_ns);
   }
   void reply() {
     asio::defer(pool, [this] { continuation(); });

@@ -153,10 +153,10 @@
 
 /* The fixes of ATTACH and DETACH (below) are in scheduler.cpp: they are the model's default;
    -DBUGGY_ATTACH / -DBUGGY_DETACH model the code before them. */
-#ifndef BUGGY_ATTACH
+#if defined(ATTACH) && !defined(BUGGY_ATTACH)
 #define FIX_ATTACH
 #endif
-#ifndef BUGGY_DETACH
+#if defined(DETACH) && !defined(BUGGY_DETACH)
 #define FIX_DETACH
 #endif
 

@@ -63,6 +63,7 @@
 #include "arbor/sched/test_hooks.hpp"
 #include "cycle_clock.hpp"
 #include "global_batch.hpp"
+#include "tail_history.hpp"
 
 namespace arbor::sched {
 namespace {
@@ -93,33 +94,6 @@ constexpr std::uint32_t kPollInterval = 61;
 
 }  // namespace
 
-// How long recently run items kept running after they queued work, remembered per item (its
-// address: a reused item or a coroutine frame is the same "kind of work" each time it runs).
-// A tiny direct-mapped table; a collision only costs one wrong guess.
-class TailHistory {
- public:
-  bool long_tail(const WorkItem* item, std::uint64_t threshold) const noexcept {
-    const Entry& e = entries_[slot(item)];
-    return e.item == item && e.ticks >= threshold;
-  }
-  void record(const WorkItem* item, std::uint64_t ticks) noexcept {
-    Entry& e = entries_[slot(item)];
-    e.ticks = e.item == item ? (e.ticks + ticks) / 2 : ticks;
-    e.item = item;
-  }
-
- private:
-  struct Entry {
-    const WorkItem* item = nullptr;
-    std::uint64_t ticks = 0;
-  };
-  static std::size_t slot(const WorkItem* item) noexcept {
-    const auto p = reinterpret_cast<std::uintptr_t>(item);
-    return ((p >> 4) ^ (p >> 12)) & 31;
-  }
-  Entry entries_[32];
-};
-
 struct Scheduler::Worker {
   Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin,
          std::size_t slots)
@@ -146,7 +120,7 @@ struct Scheduler::Worker {
   bool timing_tail = false;
   std::uint32_t samples = 0;
   std::uint64_t queued_at = 0;
-  TailHistory tails;
+  detail::TailHistory tails;
 
   // What this worker saw at its previous probe while searching (see steal_work()).
   std::uint64_t seen_global_pops = UINT64_MAX;
@@ -195,7 +169,8 @@ Scheduler::Scheduler(SchedulerOptions options)
       max_workers_(checked_max_workers(options, workers_)),
       spin_config_(options.spin ? *options.spin : sync::SpinConfig::from_env()),
       cpus_(sync::available_cpus()),
-      long_tail_ticks_(detail::ticks_per_microsecond()),
+      short_local_ticks_(detail::ticks_per_microsecond()),
+      short_global_ticks_(detail::ticks_per_microsecond() / 2),
       idle_state_(static_cast<std::uint32_t>(workers_) * kUnparkedOne) {
   if (options.local_queue_capacity == 0 || options.local_queue_capacity > (1u << 20))
     throw std::invalid_argument(
@@ -251,22 +226,40 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
       global_.push(&item);
     }
     // "Queue one item, then return" is the common shape: this worker runs that item itself a
-    // moment later, so waking a sleeper would cost a system call for nothing. The wake decision
-    // for a running item's first queued item is therefore left to the item's end. A second
-    // item is a surplus and gets a helper now, as does the first item of an item that has
-    // recently kept running long after queueing work (the reference's "reply, then
-    // housekeeping"), whose work would otherwise wait for that tail. So at most one item waits
-    // for the item that queued it, as with Tokio's LIFO slot. Searchers see it either way.
-    // Timing every tail would cost two clock reads per item; one in eight is enough to learn
-    // an item's habit within a few runs.
-    if (!w->timing_tail && (++w->samples & 7) == 0) {
+    // moment later, so waking a sleeper would cost a system call for nothing (and, on a busy
+    // machine, can hand the waker's core to the sleeper). So the wake for a running item's
+    // first queued item may be left to the item's end, but only on evidence: the item must
+    // have been timed before and have returned soon after queueing (TailHistory). An item
+    // never seen, or known to keep running, wakes a helper now: its work would otherwise wait
+    // for a tail of unknown length while a worker sleeps. A second item is a surplus and gets
+    // a helper now too. Searchers see a deferred item either way (steal_work()).
+    //
+    // A global item is deferred only for a shorter tail than a local one: the report's
+    // "queue the reply globally, then do housekeeping" hands the reply to everyone, and it may
+    // not even be the next item this worker runs (others may be ahead of it in the queue).
+    if (w->notify_deferred) {
+      notify_parked();
+      return true;
+    }
+    if (w->running == nullptr) {
+      // Outside any item (dispatch()): settled there, as an item's end does.
+      w->notify_deferred = true;
+      return true;
+    }
+    const auto habit =
+        w->tails.habit(w->running, prefer_local ? short_local_ticks_ : short_global_ticks_);
+    if (habit == detail::TailHistory::Habit::short_tail) {
+      w->notify_deferred = true;
+    } else {
+      notify_parked();
+    }
+    // Time this item's tail if it is unknown (so that its next run can be deferred), else on
+    // one run in eight: two clock reads per item would cost more than the habit is worth. The
+    // clock starts after the wake: its system call is the scheduler's cost, not the item's.
+    if (!w->timing_tail &&
+        (habit == detail::TailHistory::Habit::unknown || (++w->samples & 7) == 0)) {
       w->timing_tail = true;
       w->queued_at = detail::cycle_ticks();
-    }
-    if (w->notify_deferred || w->tails.long_tail(w->running, long_tail_ticks_)) {
-      notify_parked();
-    } else {
-      w->notify_deferred = true;
     }
     return true;
   }
@@ -682,7 +675,7 @@ void Scheduler::run_worker(Worker& w) noexcept {
       // Remember how long this item ran on after queueing work (the item may be gone by now;
       // only its address is kept, never dereferenced).
       w.timing_tail = false;
-      w.tails.record(item, detail::cycle_ticks() - w.queued_at);
+      w.tails.record(item, detail::cycle_ticks() - w.queued_at, 4 * short_local_ticks_);
     }
     if (w.notify_deferred) {
       // Wake only for a surplus: this worker runs one queued item itself next.

@@ -12,11 +12,14 @@
 
 #include "../sched/test_support.hpp"
 #include "arbor/io/socket.hpp"
+#include "engine_test_support.hpp"
 
 namespace arbor::io {
 namespace {
 
 using sched::test::Countdown;
+using test::Receive;
+using test::Timed;
 
 class EngineTest : public ::testing::TestWithParam<std::string> {
  protected:
@@ -25,28 +28,6 @@ class EngineTest : public ::testing::TestWithParam<std::string> {
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
-  }
-};
-
-struct Receive : Operation {
-  std::byte byte{};
-  std::atomic<int> completions{0};
-  std::atomic<std::int64_t> last{0};
-  Countdown* done = nullptr;
-  /// A one-byte receive on `d` that counts `counter` down when it completes.
-  void prepare(DescriptorRef d, Countdown& counter) noexcept {
-    target(d);
-    kind = OpKind::receive;
-    data = &byte;
-    size = 1;
-    complete = &on_complete;
-    done = &counter;
-  }
-  static void on_complete(Operation& op, std::int64_t result) noexcept {
-    auto& self = static_cast<Receive&>(op);
-    self.last = result;
-    self.completions.fetch_add(1);
-    self.done->count_down();
   }
 };
 
@@ -101,20 +82,6 @@ TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
   engine->stop();
   scheduler.stop();
 }
-
-struct Timed : Timer {
-  std::atomic<int> fired{0};
-  std::atomic<std::int64_t> result{1};
-  std::atomic<std::int64_t> at{0};
-  Countdown* done = nullptr;
-  static void on_event(const sched::Event& e, sched::Disposition) noexcept {
-    auto* self = static_cast<Timed*>(static_cast<Timer*>(e.target));
-    self->at = now_ns();
-    self->result = e.result;
-    self->fired.fetch_add(1);
-    self->done->count_down();
-  }
-};
 
 TEST_P(EngineTest, TimersFireNotBeforeTheirDeadlineAndCancelledOnesReportCancel) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});

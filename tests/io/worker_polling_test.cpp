@@ -8,11 +8,13 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
 #include "../sched/test_support.hpp"
 #include "arbor/io/engine.hpp"
+#include "engine_test_support.hpp"
 
 namespace arbor::io {
 namespace {
@@ -21,6 +23,7 @@ using sched::test::Countdown;
 using sched::test::eventually;
 using sched::test::FnItem;
 using sched::test::wait_or_exit;
+using test::Timed;
 
 class WorkerPolling : public ::testing::TestWithParam<std::string> {
  protected:
@@ -32,29 +35,22 @@ class WorkerPolling : public ::testing::TestWithParam<std::string> {
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
   }
+  // A socket pair whose first end (attached) has `op`, a one-byte receive, pending; the other
+  // end is fds[1]. Empty on failure (reported).
+  static std::optional<DescriptorRef> pending_receive(Engine& engine, int (&fds)[2],
+                                                      test::Receive& op, Countdown& done) {
+    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    auto d = engine.attach(fds[0]);
+    EXPECT_TRUE(d) << d.error().message();
+    if (!d) return std::nullopt;
+    op.prepare(*d, done);
+    EXPECT_FALSE(engine.start(op)) << "nothing to read yet: must be pending";
+    return *d;
+  }
   // Every worker asleep, and so one of them in the kernel: the last one to park found the poll
   // right free (its holder would be awake otherwise) and took it.
   static bool all_asleep_one_in_kernel(sched::Scheduler& s) {
     return s.parked_workers() == s.workers() && s.counters().driver_waits > 0;
-  }
-};
-
-struct OneByteReceive : Operation {
-  std::byte byte{};
-  std::atomic<std::int64_t> result{1};
-  Countdown* done = nullptr;
-  void prepare(DescriptorRef d, Countdown& counter) noexcept {
-    target(d);
-    kind = OpKind::receive;
-    data = &byte;
-    size = 1;
-    complete = &on_complete;
-    done = &counter;
-  }
-  static void on_complete(Operation& op, std::int64_t r) noexcept {
-    auto& self = static_cast<OneByteReceive&>(op);
-    self.result.store(r);
-    self.done->count_down();
   }
 };
 
@@ -67,14 +63,11 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     sched::Scheduler scheduler(sched::SchedulerOptions{.workers = workers});
     auto engine = make(scheduler);
     ASSERT_TRUE(engine);
-    int fds[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    auto d = engine->attach(fds[0]);
-    ASSERT_TRUE(d);
     Countdown received(1);
-    OneByteReceive op;
-    op.prepare(*d, received);
-    ASSERT_FALSE(engine->start(op));
+    test::Receive op;
+    int fds[2];
+    auto d = pending_receive(*engine, fds, op, received);
+    ASSERT_TRUE(d);
 
     std::atomic<int> started{0};
     std::vector<std::unique_ptr<FnItem>> busy;
@@ -106,7 +99,7 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     // look into the engine can reap this completion.
     ASSERT_EQ(::write(fds[1], "x", 1), 1);
     wait_or_exit(received, "a completion while every worker is busy");
-    EXPECT_EQ(op.result.load(), 1);
+    EXPECT_EQ(op.last.load(), 1);
     wait_or_exit(stopped, "the busy items");
     engine->close(*d);
     ::close(fds[1]);
@@ -114,18 +107,6 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     scheduler.stop();
   }
 }
-
-struct Timed : Timer {
-  std::atomic<std::int64_t> at{0};
-  std::atomic<std::int64_t> result{1};
-  Countdown* done = nullptr;
-  static void on_event(const sched::Event& e, sched::Disposition) noexcept {
-    auto* self = static_cast<Timed*>(static_cast<Timer*>(e.target));
-    self->at.store(now_ns());
-    self->result.store(e.result);
-    self->done->count_down();
-  }
-};
 
 // Catches: a timer added while the only worker waits in the kernel with no deadline (or an
 // older, later one) being slept through: the add must shorten that wait.
@@ -176,14 +157,11 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
     sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
     auto engine = make(scheduler);
     ASSERT_TRUE(engine);
-    int fds[2];
-    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
-    auto d = engine->attach(fds[0]);
-    ASSERT_TRUE(d);
     Countdown received(1);
-    OneByteReceive op;
-    op.prepare(*d, received);
-    ASSERT_FALSE(engine->start(op));
+    test::Receive op;
+    int fds[2];
+    auto d = pending_receive(*engine, fds, op, received);
+    ASSERT_TRUE(d);
     ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
     Countdown stopped(1);
     std::thread stopper([&] {
@@ -199,7 +177,7 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
     stopper.join();
     if (round % 2 == 0) {
       EXPECT_EQ(received.left(), 0u);
-      EXPECT_EQ(op.result.load(), -ECANCELED);
+      EXPECT_EQ(op.last.load(), -ECANCELED);
     }
     ::close(fds[1]);
   }

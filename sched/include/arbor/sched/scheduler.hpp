@@ -6,9 +6,10 @@
 // worker is already searching (stealing or spinning) nobody is woken, at most half the workers
 // search at once, and a searcher that finds work wakes the next sleeper only if it was the last
 // searcher (the "chain of wakes", as in Tokio). The first item queued by a running item wakes
-// nobody until that item returns (its worker runs it next), unless that item is known to keep
-// running long after queueing work. The counts behind those decisions sit in one atomic word;
-// see scheduler.cpp for the protocol and its orderings.
+// nobody until that item returns (its worker runs it next), but only if that item is known to
+// return soon after queueing work; an item not seen before, or known to keep running, wakes a
+// helper at once. The counts behind those decisions sit in one atomic word; see scheduler.cpp
+// for the protocol and its orderings.
 //
 // With a Driver attached (an IO engine, sched/driver.hpp), the worker that parks while nobody
 // holds the driver's poll right waits in the driver instead of on the semaphore, and a busy
@@ -135,7 +136,10 @@ class Scheduler {
   const int max_workers_;  // workers_ + spares
   const sync::SpinConfig spin_config_;
   const unsigned cpus_;
-  const std::uint64_t long_tail_ticks_;  // 1 µs: items running on longer get helpers woken
+  // A running item's first queued item waits for the item's end, waking nobody, only if the
+  // item has recently returned within this many ticks of queueing (see submit()).
+  const std::uint64_t short_local_ticks_;   // prefer_local items
+  const std::uint64_t short_global_ticks_;  // global items
 
   GlobalQueue global_;
   sync::LifoSemaphore sleepers_;
