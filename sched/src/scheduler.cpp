@@ -307,7 +307,7 @@ void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
   if (!w.queue.push(item)) global_.push(item);  // capacity 1 corner: nothing to move
 }
 
-bool Scheduler::notify_parked() noexcept {
+bool Scheduler::notify_parked(bool* woke) noexcept {
   // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
@@ -327,6 +327,7 @@ bool Scheduler::notify_parked() noexcept {
       break;
   }
   counter_block().add(detail::CounterBlock::wakes);
+  if (woke != nullptr) *woke = true;
   if (to_driver) {
     unpark_driver();  // S4 (D2)
   } else {
@@ -484,7 +485,12 @@ void Scheduler::park(Worker& w) noexcept {
   // wake may have gone to nobody (it saw us awake): treat it as queued work. attach_driver()
   // stores driver_ before its S2, so this load after P2 is the other half of that Dekker pair.
   const bool driver_appeared = !saw_driver && driver_.load(std::memory_order_relaxed) != nullptr;
-  if (driver_appeared || anything_queued()) {
+  // D0's other half: a right we wanted may have been released after our look, by a holder
+  // whose wake (S3) still counted us awake and so went to nobody. Its store comes before its
+  // S2 and our P1 before this load: one of us sees the other. Then the right is ours to take.
+  const bool right_freed = !holder && saw_driver && !poll_right_.load(std::memory_order_relaxed) &&
+                           driver_.load(std::memory_order_relaxed) != nullptr;
+  if (driver_appeared || right_freed || anything_queued()) {
     // P3. Work arrived while we were deciding to sleep, and its submitter may have counted on
     // us being awake. From P1 on we count as asleep, so we may come back only the way a
     // sleeper is woken: counted in by the rule of S3. If someone searches already (possibly a
@@ -554,6 +560,12 @@ void Scheduler::wait_in_driver(Worker& w, Driver& driver) noexcept {
   leave_driver(w);
   dispatch(w, driver);
   release_poll_right();
+  // We go on to run what we reaped, for who knows how long: if others sleep on the semaphore,
+  // one of them must take the kernel over (it finds no work and parks into the driver), or
+  // completions and timers would wait for our items to end. By the rule of S3: if someone
+  // searches or enough are awake, one of them parks later and takes the right.
+  const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  if (static_cast<int>(unparked_of(s)) < started_.load(std::memory_order_acquire)) notify_parked();
 }
 
 void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
@@ -590,9 +602,16 @@ void Scheduler::release_poll_right() noexcept {
   // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
   // S3, to take it over: it finds no work and parks into the driver. If someone searches or
   // enough workers are awake, one of them parks later and takes it.
+  // The wish stays until a sleeper is actually woken for it: when S3 declines because someone
+  // searches, that searcher may well park into the driver itself, and its release after the
+  // next reap must still wake the worker that wanted the right (cleared first and restored, so
+  // that a wish made meanwhile is never lost).
   if (right_wanted_.load(std::memory_order_seq_cst) &&
-      right_wanted_.exchange(false, std::memory_order_acq_rel))
-    notify_parked();
+      right_wanted_.exchange(false, std::memory_order_acq_rel)) {
+    bool woke = false;
+    notify_parked(&woke);
+    if (!woke) right_wanted_.store(true, std::memory_order_seq_cst);
+  }
 }
 
 void Scheduler::poll_without_waiting(Worker& w, Driver& driver) noexcept {

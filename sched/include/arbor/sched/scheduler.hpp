@@ -116,7 +116,7 @@ class Scheduler {
   WorkItem* spin_for_work(Worker& w) noexcept;
   void park(Worker& w) noexcept;
   void push_local(Worker& w, WorkItem* item) noexcept;
-  bool notify_parked() noexcept;
+  bool notify_parked(bool* woke = nullptr) noexcept;  // *woke: a sleeper was woken
   bool anything_queued() const noexcept;
   void start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
