@@ -48,8 +48,8 @@ inline void spin_wait(int iterations) {
   }
 }
 
-/// Keeps the thread busy until `ns` nanoseconds of steady_clock have passed (the vDSO clock
-/// read, ~20 ns, is the granularity).
+/// Keeps the thread busy until `ns` nanoseconds of steady_clock have passed (one vDSO clock
+/// read, a few tens of ns, is the granularity).
 inline void busy_for(std::int64_t ns) {
   const auto end = Clock::now() + std::chrono::nanoseconds(ns);
   while (Clock::now() < end) {
