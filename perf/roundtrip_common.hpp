@@ -116,6 +116,8 @@ inline Config parse(int argc, char** argv) {
     } else if (a == "--pause-ns") {
       std::printf("%.1f\n", pause_ns());
       std::exit(0);
+    } else if (a == "--tail") {
+      usage(argv[0], "--tail (pause iterations) was replaced by --tail-ns (nanoseconds)");
     } else if (a == "--tail-ns" && i + 1 < argc) {
       c.tail_ns = parse_count(argv[0], argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
