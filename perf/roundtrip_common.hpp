@@ -48,8 +48,8 @@ inline void spin_wait(int iterations) {
   }
 }
 
-/// Keeps the thread busy until `ns` nanoseconds of steady_clock have passed (the vDSO clock
-/// read, ~20 ns, is the granularity).
+/// Keeps the thread busy until `ns` nanoseconds of steady_clock have passed (one vDSO clock
+/// read, a few tens of ns, is the granularity).
 inline void busy_for(std::int64_t ns) {
   const auto end = Clock::now() + std::chrono::nanoseconds(ns);
   while (Clock::now() < end) {
@@ -116,6 +116,8 @@ inline Config parse(int argc, char** argv) {
     } else if (a == "--pause-ns") {
       std::printf("%.1f\n", pause_ns());
       std::exit(0);
+    } else if (a == "--tail") {
+      usage(argv[0], "--tail (pause iterations) was replaced by --tail-ns (nanoseconds)");
     } else if (a == "--tail-ns" && i + 1 < argc) {
       c.tail_ns = parse_count(argv[0], argv[++i]);
     } else if (a == "--threads" && i + 1 < argc) {
