@@ -26,8 +26,9 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
   --listen HOST:PORT         address to listen on (default 127.0.0.1:8080; port 0 = any)
   --workers N                scheduler worker threads (default: one per CPU)
   --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
-  --io-mode MODE             who waits for IO: workers (default: idle workers take turns in
-                             the kernel) or pollers (dedicated poller threads)
+  --io-mode MODE             who waits for IO: workers (idle workers take turns in the
+                             kernel), pollers (dedicated poller threads) or auto (default: the
+                             engine's own; io_uring: pollers, epoll: workers)
   --pollers N                poller threads with --io-mode pollers (default 1)
   --max-connections N        more are closed as soon as accepted (default 10000)
   --header-timeout-ms MS     a request head must arrive within this (default 10000)
@@ -78,13 +79,9 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
       }
       f.runtime.engine.kind = value;
     } else if (flag == "--io-mode") {
-      if (value == "workers") {
-        f.runtime.engine.io_mode = io::IoMode::workers;
-      } else if (value == "pollers") {
-        f.runtime.engine.io_mode = io::IoMode::pollers;
-      } else {
-        return bad + " (workers or pollers)";
-      }
+      auto mode = io::parse_io_mode(value);
+      if (!mode) return bad + " (auto, workers or pollers)";
+      f.runtime.engine.io_mode = *mode;
     } else if (flag == "--pollers") {
       if (!number(value, f.runtime.engine.pollers, 1, 64)) return bad + " (1..64)";
     } else if (flag == "--max-connections") {

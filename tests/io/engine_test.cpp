@@ -234,6 +234,47 @@ TEST(EngineOptions, FromEnvironment) {
   ::unsetenv("ARBOR_MAX_TREE");
 }
 
+TEST(EngineOptions, IoModeParsesAutoWorkersPollersAndNothingElse) {
+  EXPECT_EQ(*parse_io_mode("workers"), IoMode::workers);
+  EXPECT_EQ(*parse_io_mode("pollers"), IoMode::pollers);
+  EXPECT_EQ(*parse_io_mode("auto"), std::nullopt);
+  EXPECT_EQ(*parse_io_mode(""), std::nullopt);
+  for (const char* bad : {"threads", "Workers", "worker", "auto "}) {
+    auto mode = parse_io_mode(bad);
+    ASSERT_FALSE(mode) << bad;
+    EXPECT_EQ(mode.error(), std::errc::invalid_argument);
+  }
+  ::setenv("ARBOR_IO_MODE", "pollers", 1);
+  auto o = EngineOptions::from_env(EngineOptions{.io_mode = IoMode::workers});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->io_mode, IoMode::pollers);
+  ::setenv("ARBOR_IO_MODE", "auto", 1);
+  o = EngineOptions::from_env(EngineOptions{.io_mode = IoMode::workers});
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->io_mode, std::nullopt);
+  ::setenv("ARBOR_IO_MODE", "both", 1);
+  EXPECT_FALSE(EngineOptions::from_env());
+  ::unsetenv("ARBOR_IO_MODE");
+}
+
+// Unset, the io mode is the engine's own default, and the engine's options() say which it
+// runs in; set, it is what was asked for.
+TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
+  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  const IoMode expected = GetParam() == "uring" ? IoMode::pollers : IoMode::workers;
+  auto engine = make(scheduler, {});
+  ASSERT_NE(engine, nullptr);
+  EXPECT_EQ(engine->options().io_mode, expected);
+  engine->stop();
+  for (IoMode named : {IoMode::workers, IoMode::pollers}) {
+    auto e = make(scheduler, {.io_mode = named});
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->options().io_mode, named);
+    e->stop();
+  }
+  scheduler.stop();
+}
+
 TEST(Engine, AutoPrefersUringWhenAvailable) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   auto e = Engine::create(scheduler, {});

@@ -81,9 +81,16 @@ const char* to_string(IoMode mode) noexcept {
   return nullptr;
 }
 
+Result<std::optional<IoMode>> parse_io_mode(std::string_view text) {
+  if (text.empty() || text == "auto") return std::optional<IoMode>{};
+  for (IoMode mode : {IoMode::workers, IoMode::pollers})
+    if (text == to_string(mode)) return std::optional<IoMode>{mode};
+  return invalid();
+}
+
 std::error_code EngineOptions::validate() const {
   if (!known(kind)) return invalid();
-  if (to_string(io_mode) == nullptr) return invalid();
+  if (io_mode && to_string(*io_mode) == nullptr) return invalid();
   if (pollers < 1 || pollers > 64) return invalid();
   if (max_batch < 1 || max_batch > 4096) return invalid();
   if (max_tree < 1 || max_tree > 4096) return invalid();
@@ -94,15 +101,12 @@ std::error_code EngineOptions::validate() const {
 Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   if (const char* v = std::getenv("ARBOR_ENGINE"); v != nullptr && *v != '\0') o.kind = v;
   if (const char* v = std::getenv("ARBOR_IO_MODE"); v != nullptr && *v != '\0') {
-    const std::string_view mode(v);
-    if (mode == "workers") {
-      o.io_mode = IoMode::workers;
-    } else if (mode == "pollers") {
-      o.io_mode = IoMode::pollers;
-    } else {
-      log::error("ARBOR_IO_MODE='{}' must be workers or pollers", v);
-      return invalid();
+    auto mode = parse_io_mode(v);
+    if (!mode) {
+      log::error("ARBOR_IO_MODE='{}' must be auto, workers or pollers", v);
+      return mode.error();
     }
+    o.io_mode = *mode;
   }
   if (const char* v = std::getenv("ARBOR_POLLERS"); v && !parse_number(v, o.pollers, 1, 64)) {
     log::error("ARBOR_POLLERS='{}' is not a number in 1..64", v);
@@ -140,7 +144,13 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
     log::error("invalid engine options (pollers 1..64, max_batch and max_tree 1..4096)");
     return ec;
   }
-  if (options.kind != "auto") return find_engine(options.kind)->create(scheduler, options, true);
+  // Each engine runs in its own default io mode unless the options name one.
+  const auto create_engine = [&](const EngineEntry& e) {
+    EngineOptions o = options;
+    if (!o.io_mode) o.io_mode = e.io_mode;
+    return e.create(scheduler, o, true);
+  };
+  if (options.kind != "auto") return create_engine(*find_engine(options.kind));
   if (engine_table().empty()) {  // a platform whose engine is still to come (Windows today)
     log::error("no IO engine is built for this platform");
     return std::make_error_code(std::errc::function_not_supported);
@@ -152,7 +162,7 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
       last = why;
       continue;
     }
-    auto engine = e->create(scheduler, options, true);
+    auto engine = create_engine(*e);
     if (engine) return engine;
     log::info("{} failed to start ({}); trying the next engine", e->name, engine.error().message());
     last = engine.error();
@@ -175,9 +185,17 @@ std::vector<std::string> Engine::available() {
   return names;
 }
 
+namespace {
+// A backend built without Engine::create() (tests do) with no io mode gets the workers'.
+EngineOptions with_io_mode(EngineOptions o) {
+  if (!o.io_mode) o.io_mode = IoMode::workers;
+  return o;
+}
+}  // namespace
+
 Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
     : scheduler_(scheduler),
-      options_(std::move(options)),
+      options_(with_io_mode(std::move(options))),
       pool_(options_.max_batch * 2),
       timers_(std::make_unique<TimerQueue>()) {}
 
@@ -199,12 +217,12 @@ Result<Handle> Engine::handle(DescriptorRef socket) noexcept {
 }
 
 std::string describe_polling(const EngineOptions& options) {
-  if (options.io_mode == IoMode::workers) return "polled by the workers";
+  if (options.io_mode != IoMode::pollers) return "polled by the workers";
   return std::to_string(options.pollers) + " poller thread(s)";
 }
 
 std::error_code Engine::start_polling() noexcept {
-  if (options_.io_mode == IoMode::workers) {
+  if (options_.io_mode != IoMode::pollers) {
     try {
       driver_ = std::make_unique<EngineDriver>(*this);
     } catch (const std::bad_alloc&) {

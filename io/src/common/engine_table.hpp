@@ -19,6 +19,8 @@ namespace arbor::io {
 struct EngineEntry {
   /// What users type: ARBOR_ENGINE, --engine, EngineOptions::kind.
   std::string_view name;
+  /// The io mode it runs in when EngineOptions::io_mode is unset (docs/benchmarks.md says why).
+  IoMode io_mode;
   /// {} if the engine can run on this machine, else why not. Cheap: no threads, no scheduler.
   std::error_code (*probe)() noexcept;
   /// Creates and starts the engine. `announce`: log its one start-up line.

@@ -372,6 +372,6 @@ std::error_code probe_epoll() noexcept {
 
 }  // namespace
 
-const EngineEntry kEpollEngine{"epoll", &probe_epoll, &create_epoll};
+const EngineEntry kEpollEngine{"epoll", IoMode::workers, &probe_epoll, &create_epoll};
 
 }  // namespace arbor::io

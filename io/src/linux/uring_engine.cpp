@@ -537,6 +537,8 @@ std::error_code probe() noexcept {
 }  // namespace
 }  // namespace uring
 
-const EngineEntry kUringEngine{"uring", &uring::probe, &uring::create};
+// Pollers: a ring driven by the workers is fed by many threads, and its completion work then
+// interrupts whichever worker submitted (docs/architecture.md, "UringEngine").
+const EngineEntry kUringEngine{"uring", IoMode::pollers, &uring::probe, &uring::create};
 
 }  // namespace arbor::io

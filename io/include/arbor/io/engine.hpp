@@ -27,6 +27,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -69,12 +70,17 @@ enum class IoMode {
 
 /// "workers" or "pollers"; nullptr for anything else.
 const char* to_string(IoMode mode) noexcept;
+/// IoMode from "workers" or "pollers"; "auto" (or "") is nullopt, the engine's own default;
+/// anything else is invalid_argument.
+Result<std::optional<IoMode>> parse_io_mode(std::string_view text);
 
 struct EngineOptions {
   /// "auto" (the first engine of Engine::names() that can run here) or one of Engine::names().
   std::string kind = "auto";
-  /// Who waits in the kernel (see IoMode; docs/benchmarks.md has the figures behind the default).
-  IoMode io_mode = IoMode::workers;
+  /// Who waits in the kernel (see IoMode). Unset: the engine's own default, chosen by the
+  /// figures in docs/benchmarks.md (io_uring: pollers, epoll: workers); Engine::create() fills it
+  /// in, so an engine's options() always hold the mode it runs in.
+  std::optional<IoMode> io_mode;
   /// Poller threads in IoMode::pollers (each with its own epoll set or ring; sockets are spread
   /// round-robin). Workers mode has one epoll set or ring and ignores this.
   int pollers = 1;
@@ -227,7 +233,7 @@ class Engine {
   [[nodiscard]] std::error_code start_polling() noexcept;
   /// How many epoll sets or rings the backend should make: `pollers`, or 1 in workers mode.
   static int poll_sets(const EngineOptions& options) noexcept {
-    return options.io_mode == IoMode::workers ? 1 : options.pollers;
+    return options.io_mode == IoMode::pollers ? options.pollers : 1;
   }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
 
