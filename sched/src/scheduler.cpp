@@ -614,25 +614,27 @@ void Scheduler::release_poll_right() noexcept {
   }
 }
 
-void Scheduler::poll_without_waiting(Worker& w, Driver& driver) noexcept {
+bool Scheduler::poll_without_waiting(Worker& w, bool inside_item) noexcept {
+  Driver* driver = try_take_poll_right();
+  if (driver == nullptr) return false;
   w.counters.bump(detail::CounterBlock::driver_polls);
-  driver.wait(0);
-  dispatch(w, driver);
+  driver->wait(0);
+  if (inside_item) {
+    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
+    // item's own wake decision (notify_deferred, settled at its end) covers it.
+    driver->dispatch();
+    w.since_poll = 0;
+  } else {
+    dispatch(w, *driver);
+  }
+  release_poll_right();
+  return true;
 }
 
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
   if (w == nullptr || &w->owner != this) return false;
-  Driver* driver = try_take_poll_right();
-  if (driver == nullptr) return false;
-  // Called from inside an item: what it dispatches is work that item queued, so the item's own
-  // wake decision (notify_deferred, settled at its end) covers it.
-  w->counters.bump(detail::CounterBlock::driver_polls);
-  driver->wait(0);
-  driver->dispatch();
-  w->since_poll = 0;
-  release_poll_right();
-  return true;
+  return poll_without_waiting(*w, /*inside_item=*/true);
 }
 
 void Scheduler::unpark_driver() noexcept {
@@ -674,13 +676,8 @@ void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
     WorkItem* item = find_work(w);
-    Driver* driver = nullptr;
-    if (item == nullptr && (driver = try_take_poll_right()) != nullptr) {
-      // Out of work: what the kernel has ready is the next work, before spinning for others'.
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-      item = find_work(w);
-    }
+    // Out of work: what the kernel has ready is the next work, before spinning for others'.
+    if (item == nullptr && poll_without_waiting(w, /*inside_item=*/false)) item = find_work(w);
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
       park(w);
@@ -703,11 +700,7 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    driver = nullptr;
-    if (++w.since_poll >= kPollInterval && (driver = try_take_poll_right()) != nullptr) {
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-    }
+    if (++w.since_poll >= kPollInterval) poll_without_waiting(w, /*inside_item=*/false);
   }
   this_worker() = nullptr;
 }
