@@ -595,8 +595,26 @@ Driver* Scheduler::try_take_poll_right() noexcept {
 }
 
 void Scheduler::release_poll_right() noexcept {
-  // Release (and seq_cst for D0): the driver's own state (what the last holder reaped, its
-  // buffers) passes to the next holder, whose exchange in try_take_poll_right() acquires it.
+  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
+  // next holder, whose exchange in try_take_poll_right() (or D0's in park()) acquires it, and
+  // to detach_driver()'s loads. That alone would need no more than release.
+  // seq_cst for D0, and it must stay so: it orders this store before our own load of
+  // right_wanted_ just below. They are one half of a Dekker pair whose other half is park()'s
+  // D0, `right_wanted_.store(true)` then `poll_right_.exchange(true)`, all four seq_cst: in
+  // their single total order either that exchange comes after this store (the parker takes
+  // the right) or its store of the wish comes before our load (we see it and wake a sleeper).
+  // With a release store our load could pass it (x86: the store waits in the store buffer,
+  // mov + mov), both sides would miss, and the parker would sleep on the semaphore with the
+  // right free and nobody in the kernel while we go on to run items. (Its recheck after P2,
+  // right_freed, does not cover that: it pairs with our S2 fence, which we reach only after
+  // seeing the wish.) A release store plus a seq_cst fence before the load costs the same
+  // (x86: mov + mfence against one xchg; AArch64 orders stlr before a later ldar already).
+  // What shows it: sched/model/poll_right_release.pml (`make model`), this handshake under
+  // x86-TSO, passes with this store and finds the stranded parker with a release store. Not
+  // park_notify.pml (D0 is not in it yet), nor ThreadSanitizer (it does not model store
+  // buffering), nor the tests of D0's effect, SchedulerDriver.ReleasingTheRightWakesAWorker
+  // ThatWantedIt and WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem, whose parker
+  // has long been asleep when the right is released, outside this race window.
   poll_right_.store(false, std::memory_order_seq_cst);
   // A worker went to sleep on the semaphore because we held the right (D0): with us about to
   // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
