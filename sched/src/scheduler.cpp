@@ -599,8 +599,26 @@ Driver* Scheduler::try_take_poll_right() noexcept {
 }
 
 void Scheduler::release_poll_right() noexcept {
-  // Release (and seq_cst for D0): the driver's own state (what the last holder reaped, its
-  // buffers) passes to the next holder, whose exchange in try_take_poll_right() acquires it.
+  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
+  // next holder, whose exchange in try_take_poll_right() (or D0's in park()) acquires it, and
+  // to detach_driver()'s loads. That alone would need no more than release.
+  // seq_cst for D0, and it must stay so: it orders this store before our own load of
+  // right_wanted_ just below. They are one half of a Dekker pair whose other half is park()'s
+  // D0, `right_wanted_.store(true)` then `poll_right_.exchange(true)`, all four seq_cst: in
+  // their single total order either that exchange comes after this store (the parker takes
+  // the right) or its store of the wish comes before our load (we see it and wake a sleeper).
+  // With a release store our load could pass it (x86: the store waits in the store buffer,
+  // mov + mov), both sides would miss, and the parker would sleep on the semaphore with the
+  // right free and nobody in the kernel while we go on to run items. (Its recheck after P2,
+  // right_freed, does not cover that: it pairs with our S2 fence, which we reach only after
+  // seeing the wish.) A release store plus a seq_cst fence before the load costs the same
+  // (x86: mov + mfence against one xchg; AArch64 orders stlr before a later ldar already).
+  // What shows it: sched/model/poll_right_release.pml (`make model`), this handshake under
+  // x86-TSO, passes with this store and finds the stranded parker with a release store. Not
+  // park_notify.pml (D0 is not in it yet), nor ThreadSanitizer (it does not model store
+  // buffering), nor the tests of D0's effect, SchedulerDriver.ReleasingTheRightWakesAWorker
+  // ThatWantedIt and WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem, whose parker
+  // has long been asleep when the right is released, outside this race window.
   poll_right_.store(false, std::memory_order_seq_cst);
   // A worker went to sleep on the semaphore because we held the right (D0): with us about to
   // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
@@ -618,25 +636,27 @@ void Scheduler::release_poll_right() noexcept {
   }
 }
 
-void Scheduler::poll_without_waiting(Worker& w, Driver& driver) noexcept {
+bool Scheduler::poll_without_waiting(Worker& w, bool inside_item) noexcept {
+  Driver* driver = try_take_poll_right();
+  if (driver == nullptr) return false;
   w.counters.bump(detail::CounterBlock::driver_polls);
-  driver.wait(0);
-  dispatch(w, driver);
+  driver->wait(0);
+  if (inside_item) {
+    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
+    // item's own wake decision (notify_deferred, settled at its end) covers it.
+    driver->dispatch();
+    w.since_poll = 0;
+  } else {
+    dispatch(w, *driver);
+  }
+  release_poll_right();
+  return true;
 }
 
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
   if (w == nullptr || &w->owner != this) return false;
-  Driver* driver = try_take_poll_right();
-  if (driver == nullptr) return false;
-  // Called from inside an item: what it dispatches is work that item queued, so the item's own
-  // wake decision (notify_deferred, settled at its end) covers it.
-  w->counters.bump(detail::CounterBlock::driver_polls);
-  driver->wait(0);
-  driver->dispatch();
-  w->since_poll = 0;
-  release_poll_right();
-  return true;
+  return poll_without_waiting(*w, /*inside_item=*/true);
 }
 
 void Scheduler::unpark_driver() noexcept {
@@ -678,13 +698,8 @@ void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
     WorkItem* item = find_work(w);
-    Driver* driver = nullptr;
-    if (item == nullptr && (driver = try_take_poll_right()) != nullptr) {
-      // Out of work: what the kernel has ready is the next work, before spinning for others'.
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-      item = find_work(w);
-    }
+    // Out of work: what the kernel has ready is the next work, before spinning for others'.
+    if (item == nullptr && poll_without_waiting(w, /*inside_item=*/false)) item = find_work(w);
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
       park(w);
@@ -707,11 +722,7 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    driver = nullptr;
-    if (++w.since_poll >= kPollInterval && (driver = try_take_poll_right()) != nullptr) {
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-    }
+    if (++w.since_poll >= kPollInterval) poll_without_waiting(w, /*inside_item=*/false);
   }
   this_worker() = nullptr;
 }
