@@ -90,7 +90,8 @@ constexpr std::uint32_t kGlobalQueueInterval = 61;
 
 // How many items a busy worker runs between two looks into the driver, so that completions do
 // not wait for a worker to run out of work (Tokio's event_interval; measured in
-// docs/benchmarks.md; ARBOR_POLL_INTERVAL exists only so perf/ can build other values side by side).
+// docs/benchmarks.md; ARBOR_POLL_INTERVAL exists only so perf/ can build other values side by
+// side).
 #ifndef ARBOR_POLL_INTERVAL
 #define ARBOR_POLL_INTERVAL 61
 #endif
