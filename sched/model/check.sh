@@ -3,15 +3,24 @@
 #   - the protocol of sched/src/scheduler.cpp must pass, for 2 and 3 workers: no assertion
 #     violation (no phantom searcher, no work left behind), no invalid end state (deadlock),
 #     no non-progress cycle, and no truncated search;
-#   - the same with the driver (-DDRIVER: the poll right, D1..D3, IO completions), which must
-#     also strand no completion and keep the driver bit and the poll right consistent;
+#   - the same with the driver (-DDRIVER: the poll right, D0..D3, the reaper's wake, IO
+#     completions), which must also strand no completion and keep the driver bit and the poll
+#     right consistent;
 #   - the old protocol (-DOLD_PROTOCOL) must fail, for 2 workers: spin must find the phantom
 #     searcher (property 1) and the park/recheck livelock of the "bug 6" shape (property 3),
 #     whose traces are printed;
 #   - attach_driver() and detach_driver() racing with the workers must pass; as of the commit
 #     that added the driver (-DBUGGY_ATTACH, -DBUGGY_DETACH) they must fail (a completion
 #     stranded with every worker on the semaphore; a holder reloading a null driver_), whose
-#     traces are printed.
+#     traces are printed;
+#   - D0 (right_wanted_, the restore in release_poll_right(), the right_freed recheck) and the
+#     reaper's wake, with items that run long (-DLONG_IO, -DLONG_QUEUED): the code must pass,
+#     and each step taken out (-DBUGGY_NO_WANTED, -DBUGGY_RELEASE, -DBUGGY_NO_RIGHT_RECHECK,
+#     -DBUGGY_NO_REAPER_WAKE) must fail: a completion stranded while a worker sleeps on the
+#     semaphore and nobody holds the right;
+#   - the wish race (3 workers, two long items; see the model's "WHAT THE D0 RUNS FOUND"): the
+#     code as it is must fail, and the candidate fix (-DFIX_WANTED) pass. Once scheduler.cpp
+#     has the fix, make FIX_WANTED the model's default and expect "pass" here.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
 # Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
 # at these sizes compiling pan.c with -O2 costs more than the faster search gains).
@@ -138,14 +147,14 @@ check pass "new, 3 workers, progress" -DWORKERS=3 -DSPAWN=0 -- -DNP -- -l
 # The driver: the long item with two IO completions (dispatch's local and global halves, D2
 # claiming the driver's sleeper for the long item's second submit); no long item, with the
 # producer (S3 choosing the semaphore while the driver's sleeper is not the last one asleep);
-# 3 workers, one asleep on the semaphore from the start and no IO (driver waits ended by
-# unparks only: IO makes 3 workers too big for a routine run).
+# 3 workers, two asleep on the semaphore from the start and no IO (driver waits ended by unparks
+# only: IO makes 3 workers too big for a routine run). D0 is in all of them.
 check pass "driver, 2 workers, safety" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- --
 check pass "driver, 2 workers, progress" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- -DNP -- -l
 check pass "driver, 2 workers, no long item, safety" \
-  -DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=1 -DIO=2 -DSPAWN=0 -- --
+  -DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=1 -DIO=1 -DSPAWN=0 -- --
 check pass "driver, 3 workers, safety" \
-  -DWORKERS=3 -DDRIVER -DASLEEP=1 -DPRODUCED=0 -DIO=0 -DSPAWN=0 -- --
+  -DWORKERS=3 -DDRIVER -DASLEEP=2 -DPRODUCED=0 -DIO=0 -DSPAWN=0 -- --
 # Old protocol: must fail. -i (with -DREACH) shortens the phantom trace; the livelock is
 # searched under weak fairness (-f) so that the cycle found is one where every other process
 # is blocked (the long item waiting, the producer done), not merely starved by the scheduler.
@@ -155,15 +164,38 @@ check phantom "old, 2 workers, finds the phantom searcher" \
 check cycle "old, 2 workers, finds the park/recheck livelock" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DNP -- -l -f -A
 # attach_driver() and detach_driver() racing with the workers: the code must pass, the code
-# before the model's fixes must fail. (-i shortens the detach trace; for attach it costs a
-# minute.)
+# before the model's fixes must fail. (-i shortens the detach trace.) The attach run that passes
+# has a reaped item run long, so that a worker asleep on the semaphore since before the attach
+# (its wake declined: the other searched) must be woken by the reaper's wake: without it
+# (-DBUGGY_NO_REAPER_WAKE) it is not, and the second completion waits for the long item.
+ATTACH=(-DWORKERS=2 -DATTACH -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0)
 check stranded "attach, 2 workers, before the fix: finds a completion stranded" \
-  -DWORKERS=2 -DATTACH -DBUGGY_ATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
-check pass "attach, 2 workers, safety" \
-  -DWORKERS=2 -DATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+  "${ATTACH[@]}" -DBUGGY_ATTACH -DIO=1 -- --
+check pass "attach, 2 workers, a reaped item runs long, safety" \
+  "${ATTACH[@]}" -DIO=2 -DLONG_IO=1 -- --
+check stranded "attach, 2 workers, no reaper's wake: finds a completion stranded" \
+  "${ATTACH[@]}" -DIO=2 -DLONG_IO=1 -DBUGGY_NO_REAPER_WAKE -- --
 check nulldriver "detach, 2 workers, before the fix: finds a null driver_ reloaded" \
   -DWORKERS=2 -DDETACH -DBUGGY_DETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- -DREACH -- -i
 check pass "detach, 2 workers, safety" \
   -DWORKERS=2 -DDETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+# D0: both workers start as if just out of an item (a busy poll may follow), the first reaped
+# item runs long. Each step of D0 taken out strands the second completion.
+D0=(-DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=2 -DBUSY_START -DLONG_IO=1)
+check pass "D0, 2 workers, a reaped item runs long, safety" "${D0[@]}" -- --
+check pass "D0, 2 workers, a reaped item runs long, progress" "${D0[@]}" -- -DNP -- -l
+check stranded "D0, 2 workers, no right_wanted_: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_NO_WANTED -- --
+check stranded "D0, 2 workers, no restore of right_wanted_: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_RELEASE -- --
+check stranded "D0, 2 workers, no right_freed recheck: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_NO_RIGHT_RECHECK -- --
+# The wish race: 3 workers, two of them just out of an item that queued a long one.
+RACE=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=1 -DBUSY_START
+  -DLONG_QUEUED=2)
+check stranded "D0, 3 workers, two long items: the code as it is strands a completion" \
+  "${RACE[@]}" -- --
+check pass "D0, 3 workers, two long items, with the fix (-DFIX_WANTED), safety" \
+  "${RACE[@]}" -DFIX_WANTED -- --
 
 report_all
