@@ -82,6 +82,9 @@ constexpr bool driver_asleep(std::uint32_t s) noexcept {
 }
 
 std::atomic<void (*)()> inside_park_hook{nullptr};
+std::atomic<void (*)()> before_park_count_hook{nullptr};
+std::atomic<void (*)()> before_park_sleep_hook{nullptr};
+std::atomic<void (*)()> release_unwoken_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -132,6 +135,18 @@ struct Scheduler::Worker {
 
 void test_hooks::set_inside_park(void (*hook)()) noexcept {
   inside_park_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_before_park_count(void (*hook)()) noexcept {
+  before_park_count_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_before_park_sleep(void (*hook)()) noexcept {
+  before_park_sleep_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_release_unwoken(void (*hook)()) noexcept {
+  release_unwoken_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
@@ -460,6 +475,7 @@ void Scheduler::park(Worker& w) noexcept {
     }
   }
   const bool holder = held != nullptr;
+  if (auto* hook = before_park_count_hook.load(std::memory_order_relaxed)) hook();
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
   if (holder) {
     idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
@@ -525,6 +541,7 @@ void Scheduler::park(Worker& w) noexcept {
     return;
   }
   w.counters.bump(detail::CounterBlock::parks);
+  if (auto* hook = before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
   sleepers_.wait();  // P4
   // Whoever woke us counted us as unparked and searching (S3).
   w.searching = true;
@@ -605,12 +622,20 @@ void Scheduler::release_poll_right() noexcept {
   // The wish stays until a sleeper is actually woken for it: when S3 declines because someone
   // searches, that searcher may well park into the driver itself, and its release after the
   // next reap must still wake the worker that wanted the right (cleared first and restored, so
-  // that a wish made meanwhile is never lost).
+  // that a wish made meanwhile is never lost). Known gap (sched/model/park_notify.pml, "WHAT
+  // THE D0 RUNS FOUND", the wish race): while the wish is cleared, another worker may take the
+  // right and release it without seeing it, and the wisher, still counted awake when our S3
+  // looked, may find that other holder at its recheck; with both holders going on to long
+  // items, it sleeps while nobody waits in the kernel. Clearing the wish only after a wake
+  // (the model's FIX_WANTED) closes it.
   if (right_wanted_.load(std::memory_order_seq_cst) &&
       right_wanted_.exchange(false, std::memory_order_acq_rel)) {
     bool woke = false;
     notify_parked(&woke);
-    if (!woke) right_wanted_.store(true, std::memory_order_seq_cst);
+    if (!woke) {
+      if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) hook();
+      right_wanted_.store(true, std::memory_order_seq_cst);
+    }
   }
 }
 
