@@ -56,7 +56,6 @@ fuzz: deps
 # and the ordering of the poll right's release (sched/model/poll_right_release.pml).
 model: deps
 	sched/model/check.sh
-	sched/model/check_poll_right.sh
 
 perf: release
 	perf/compare-roundtrip

@@ -1,17 +1,28 @@
 #!/usr/bin/env bash
-# Model-checks the scheduler's park/notify handshake (park_notify.pml, see its top comment):
+# Model-checks the scheduler's park/notify handshake (park_notify.pml, see its top comment) and
+# the ordering of the poll right's release (poll_right_release.pml):
 #   - the protocol of sched/src/scheduler.cpp must pass, for 2 and 3 workers: no assertion
 #     violation (no phantom searcher, no work left behind), no invalid end state (deadlock),
 #     no non-progress cycle, and no truncated search;
-#   - the same with the driver (-DDRIVER: the poll right, D1..D3, IO completions), which must
-#     also strand no completion and keep the driver bit and the poll right consistent;
+#   - the same with the driver (-DDRIVER: the poll right, D0..D3, the reaper's wake, IO
+#     completions), which must also strand no completion and keep the driver bit and the poll
+#     right consistent;
 #   - the old protocol (-DOLD_PROTOCOL) must fail, for 2 workers: spin must find the phantom
 #     searcher (property 1) and the park/recheck livelock of the "bug 6" shape (property 3),
 #     whose traces are printed;
 #   - attach_driver() and detach_driver() racing with the workers must pass; as of the commit
 #     that added the driver (-DBUGGY_ATTACH, -DBUGGY_DETACH) they must fail (a completion
 #     stranded with every worker on the semaphore; a holder reloading a null driver_), whose
-#     traces are printed.
+#     traces are printed;
+#   - D0 (right_wanted_, the restore in release_poll_right(), the right_freed recheck) and the
+#     reaper's wake, with items that run long (-DLONG_IO, -DLONG_QUEUED): the code must pass,
+#     and each step taken out (-DBUGGY_NO_WANTED, -DBUGGY_RELEASE, -DBUGGY_NO_RIGHT_RECHECK,
+#     -DBUGGY_NO_REAPER_WAKE) must fail: a completion stranded while a worker sleeps on the
+#     semaphore and nobody holds the right;
+#   - the wish race (3 workers, two long items; see the model's "WHAT THE D0 RUNS FOUND"): the
+#     code must pass, the code before its fix (-DBUGGY_WISH_RACE) must fail;
+#   - poll_right_release.pml: release_poll_right()'s seq_cst store must pass under x86-TSO,
+#     a release store (-DRELEASE_STORE) must strand the parker.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
 # Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
 # at these sizes compiling pan.c with -O2 costs more than the faster search gains).
@@ -32,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 
 # The interleaving of a counterexample, as the model's step-named printf lines.
 show_trail() {
-  spin -t "$@" park_notify.pml 2>&1 | sed -E 's/^ +//; s/ {2,}/ /g' |
+  spin -t "$@" "$MODEL" 2>&1 | sed -E 's/^ +//; s/ {2,}/ /g' |
     grep -E '^[wxei][0-9]+ |START OF CYCLE|failed assertion' | tail -n 30 | sed 's/^/    /' ||
     true
 }
@@ -52,7 +63,7 @@ run_check() {
   pan_flags=("$@")
 
   local ok=1 why=""
-  if ! spin -a "${spin_flags[@]}" park_notify.pml >spin.out 2>&1; then
+  if ! spin -a "${spin_flags[@]}" "$MODEL" >spin.out 2>&1; then
     ok=0 why="spin -a failed: $(tail -n 3 spin.out)"
   elif ! "$CC" "${PAN_CFLAGS[@]}" -w "${cc_flags[@]}" -o pan pan.c >cc.out 2>&1; then
     ok=0 why="cc failed: $(tail -n 3 cc.out)"
@@ -84,6 +95,9 @@ run_check() {
         nulldriver)
           if [[ $errors == 0 ]] || ! grep -q '^pan:1: assertion violated attached' pan.out
           then ok=0 why="expected a holder to reload a null driver_"; fi ;;
+        asleep)
+          if [[ $errors == 0 ]] || ! grep -q '^pan:1: assertion violated .*asleep' pan.out
+          then ok=0 why="expected the parker asleep with the right free"; fi ;;
       esac
     fi
     why="${why:-$figures}"
@@ -94,7 +108,7 @@ run_check() {
   else
     echo "FAIL $name: $why"
   fi
-  if [[ -f park_notify.pml.trail ]]; then  # a counterexample, expected or not
+  if [[ -f $MODEL.trail ]]; then  # a counterexample, expected or not
     echo "    trace (spin -t ${spin_flags[*]}, last steps):"
     show_trail "${spin_flags[@]}"
   fi
@@ -107,7 +121,7 @@ check() {
   checks=$((checks + 1))
   local dir="$work/$checks"
   mkdir "$dir"
-  cp park_notify.pml "$dir/"
+  cp "$MODEL" "$dir/"
   while [[ $(jobs -rp | wc -l) -ge $JOBS ]]; do sleep 0.2; done
   (cd "$dir" && run_check "$@" >report 2>&1; touch "$dir/finished") &
 }
@@ -128,6 +142,7 @@ report_all() {
   [[ $failed == 0 ]]
 }
 
+MODEL=park_notify.pml
 # New protocol: safety (assertions + invalid end states) and progress (no non-progress cycle;
 # it holds even without weak fairness, so none is assumed). With 3 workers the progress run
 # leaves out the spawning ordinary item to stay well under a minute.
@@ -138,14 +153,14 @@ check pass "new, 3 workers, progress" -DWORKERS=3 -DSPAWN=0 -- -DNP -- -l
 # The driver: the long item with two IO completions (dispatch's local and global halves, D2
 # claiming the driver's sleeper for the long item's second submit); no long item, with the
 # producer (S3 choosing the semaphore while the driver's sleeper is not the last one asleep);
-# 3 workers, one asleep on the semaphore from the start and no IO (driver waits ended by
-# unparks only: IO makes 3 workers too big for a routine run).
+# 3 workers, two asleep on the semaphore from the start and no IO (driver waits ended by unparks
+# only: IO makes 3 workers too big for a routine run). D0 is in all of them.
 check pass "driver, 2 workers, safety" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- --
 check pass "driver, 2 workers, progress" -DWORKERS=2 -DDRIVER -DPRODUCED=0 -DIO=2 -- -DNP -- -l
 check pass "driver, 2 workers, no long item, safety" \
-  -DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=1 -DIO=2 -DSPAWN=0 -- --
+  -DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=1 -DIO=1 -DSPAWN=0 -- --
 check pass "driver, 3 workers, safety" \
-  -DWORKERS=3 -DDRIVER -DASLEEP=1 -DPRODUCED=0 -DIO=0 -DSPAWN=0 -- --
+  -DWORKERS=3 -DDRIVER -DASLEEP=2 -DPRODUCED=0 -DIO=0 -DSPAWN=0 -- --
 # Old protocol: must fail. -i (with -DREACH) shortens the phantom trace; the livelock is
 # searched under weak fairness (-f) so that the cycle found is one where every other process
 # is blocked (the long item waiting, the producer done), not merely starved by the scheduler.
@@ -155,15 +170,43 @@ check phantom "old, 2 workers, finds the phantom searcher" \
 check cycle "old, 2 workers, finds the park/recheck livelock" \
   -DWORKERS=2 -DOLD_PROTOCOL -- -DNP -- -l -f -A
 # attach_driver() and detach_driver() racing with the workers: the code must pass, the code
-# before the model's fixes must fail. (-i shortens the detach trace; for attach it costs a
-# minute.)
+# before the model's fixes must fail. (-i shortens the detach trace.) The attach run that passes
+# has a reaped item run long, so that a worker asleep on the semaphore since before the attach
+# (its wake declined: the other searched) must be woken by the reaper's wake: without it
+# (-DBUGGY_NO_REAPER_WAKE) it is not, and the second completion waits for the long item.
+ATTACH=(-DWORKERS=2 -DATTACH -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0)
 check stranded "attach, 2 workers, before the fix: finds a completion stranded" \
-  -DWORKERS=2 -DATTACH -DBUGGY_ATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
-check pass "attach, 2 workers, safety" \
-  -DWORKERS=2 -DATTACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+  "${ATTACH[@]}" -DBUGGY_ATTACH -DIO=1 -- --
+check pass "attach, 2 workers, a reaped item runs long, safety" \
+  "${ATTACH[@]}" -DIO=2 -DLONG_IO=1 -- --
+check stranded "attach, 2 workers, no reaper's wake: finds a completion stranded" \
+  "${ATTACH[@]}" -DIO=2 -DLONG_IO=1 -DBUGGY_NO_REAPER_WAKE -- --
 check nulldriver "detach, 2 workers, before the fix: finds a null driver_ reloaded" \
   -DWORKERS=2 -DDETACH -DBUGGY_DETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- -DREACH -- -i
 check pass "detach, 2 workers, safety" \
   -DWORKERS=2 -DDETACH -DPRODUCED=0 -DIO=1 -DSPAWN=0 -- --
+# D0: both workers start as if just out of an item (a busy poll may follow), the first reaped
+# item runs long. Each step of D0 taken out strands the second completion.
+D0=(-DWORKERS=2 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=2 -DBUSY_START -DLONG_IO=1)
+check pass "D0, 2 workers, a reaped item runs long, safety" "${D0[@]}" -- --
+check pass "D0, 2 workers, a reaped item runs long, progress" "${D0[@]}" -- -DNP -- -l
+check stranded "D0, 2 workers, no right_wanted_: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_NO_WANTED -- --
+check stranded "D0, 2 workers, no restore of right_wanted_: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_RELEASE -- --
+check stranded "D0, 2 workers, no right_freed recheck: finds a completion stranded" \
+  "${D0[@]}" -DBUGGY_NO_RIGHT_RECHECK -- --
+# The wish race: 3 workers, two of them just out of an item that queued a long one.
+RACE=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=1 -DBUSY_START
+  -DLONG_QUEUED=2)
+check stranded "D0, 3 workers, two long items, before the fix: strands a completion" \
+  "${RACE[@]}" -DBUGGY_WISH_RACE -- --
+check pass "D0, 3 workers, two long items, safety" "${RACE[@]}" -- --
+
+# release_poll_right()'s store under x86-TSO: seq_cst passes, a release store strands the parker.
+MODEL=poll_right_release.pml
+check pass "release_poll_right, seq_cst store: the parker takes the right or is woken" -- --
+check asleep "release_poll_right, release store: finds the parker asleep, the right free" \
+  -DRELEASE_STORE -- --
 
 report_all

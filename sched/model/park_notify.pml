@@ -17,8 +17,9 @@
  *
  * THE DRIVER (-DDRIVER; sched/driver.hpp and the driver steps of scheduler.cpp):
  *   poll right   poll_right_ (right): try_take_poll_right() is one exchange step (with DETACH
- *                its seq_cst re-look at driver_ is a step of its own), release_poll_right()
- *                one store.
+ *                its seq_cst re-look at driver_ is a step of its own, and a right taken with
+ *                no driver is released). release_poll_right(): the store, then D0's other
+ *                half (below).
  *   driver       Driver::wait() as a sticky binary unpark flag plus an IO source: wait(-1)
  *                blocks until the flag is set or a completion is ready, wait(0) never blocks;
  *                a wait reaps all ready completions or (a full batch) one, and drains the flag,
@@ -28,7 +29,21 @@
  *                and dispatch(): the first to its own local queue with its wake deferred
  *                (submit, prefer_local), the rest to global_ with a notify (submit_batch),
  *                then the deferred decision, as at an item's end.
+ *   D0           park(): a parker that did not get the right but saw a driver (saw_driver,
+ *                the code's second look at driver_) stores right_wanted_ (wanted) and looks
+ *                again: an exchange on the right (and, with DETACH, the re-look), which may
+ *                make it the holder after all (its own wish then stays set, as in the code).
  *   D1           park(): a worker that takes the right sets the driver bit in the P1 step.
+ *   P2 rechecks  after the fence, in the code's order: driver_appeared (a parker that saw no
+ *                driver sees one now; FIX_ATTACH) and right_freed (a parker that saw the right
+ *                taken sees it free now, and a driver), each taken as queued work (P3); then
+ *                anything_queued().
+ *   release      release_poll_right(), after its store: if wanted (a load), take the wish (an
+ *                exchange), notify_parked(&woke), and store wanted again if nobody was woken.
+ *                Every release in the model goes through it (polls, P3, D3, a re-look that
+ *                finds no driver).
+ *   reaper wake  wait_in_driver(), after D3, dispatch() and the release: if idle_state_ counts
+ *                fewer than N unparked (a relaxed load), notify_parked().
  *   P3 (holder)  claimed (bit already cleared by a waker): back, searching, right released;
  *                else covered: to the driver; else count itself in by S3's rule, the same CAS
  *                clearing the bit, and release the right.
@@ -38,7 +53,7 @@
  *                the semaphore as before.
  *   D3           leave_driver(), after the wait: bit cleared, claimed (searching); else a CAS
  *                that clears the bit and counts itself unparked, not searching. Then dispatch()
- *                and release_poll_right(), and back to run_worker's loop.
+ *                and release_poll_right(), the reaper's wake, and back to run_worker's loop.
  *   polls        run_worker(): a worker out of work takes the right if free, polls (wait(0),
  *                dispatch), releases it and looks for work once more before spinning; after
  *                any item (kPollInterval: every 61st, here any one) a worker may poll likewise.
@@ -49,7 +64,8 @@
  *                poll_without_waiting() is checked (assert), and every use of the driver after
  *                detach_driver() returned.
  *   Not modelled: poll_driver() (from inside an item), timers' timeouts (a wait that returns
- *   with nothing is covered by the stale unpark flag), stop().
+ *   with nothing is covered by the stale unpark flag), stop(), spares and blocking regions
+ *   (blocked_ = 0 and started_ = N, so S3's "enough awake" is unparked >= N).
  *
  * SCENARIO: WORKERS (2 or 3) workers, all started (no spares, no blocking regions, no stop).
  *   Worker 0 starts inside a long item (the "bug 6" shape): it submits two items to its own
@@ -59,7 +75,17 @@
  *   start asleep in P4. A producer outside the pool submits PRODUCED (default 1) items to the
  *   global queue (S1..S4), racing with the workers' park/notify. Up to SPAWN (default 1)
  *   ordinary items may, when run, queue one item to their own worker's local queue ("queue
- *   one, then return"). With the driver, IO completions are further items.
+ *   one, then return"). With the driver, IO completions are further items, and:
+ *   -DLONG_IO=k    the first k items that reaps dispatch to the reaper's own local queue (the
+ *                  one it runs next) are long: whoever takes one runs it for ever (label
+ *                  end_long), an item longer than anything else in the scenario. So the
+ *                  others must watch the kernel meanwhile: D0 and the reaper's wake.
+ *   -DBUSY_START   every worker that starts idle starts as if it had just run an item: it may
+ *                  poll the driver first (a busy poll, whose holder is not searching).
+ *   -DLONG_QUEUED=k (with BUSY_START) the item workers 0..k-1 just ran queued one long item
+ *                  to their own local queue, its wake deferred (no surplus: no notify).
+ *   A queue's long items are counted (longq[i]); an item taken from lq[i] while longq[i] > 0
+ *   is a long one. That is exact in the scenarios run, where such a queue holds nothing else.
  *
  * MEMORY MODEL: Promela is sequentially consistent. That is what the seq_cst fences at S2 (in
  *   notify_parked) and P2 (in park) give the accesses they order: the queue push/pops and the
@@ -69,6 +95,15 @@
  *   order anything (the right's exchange, the re-look at driver_, driver_ and unparkers_ in
  *   unpark_driver() and detach_driver()) are seq_cst in the code; the relaxed first looks in
  *   try_take_poll_right() are taken as SC too, which only hides behaviour (see ATTACH below).
+ *   D0 relies on seq_cst as the code says: the parker's "right_wanted_ store; poll_right_
+ *   exchange" and the release's "poll_right_ store; right_wanted_ load" are all seq_cst (a
+ *   Dekker pair: the release sees the wish or the parker's exchange finds the right free);
+ *   right_freed's relaxed load of poll_right_ comes after the P2 fence, and the release's store
+ *   before notify_parked()'s S2 fence (the second pair, for a wish the release did see). Both
+ *   are exact under SC. The reaper's wake reads idle_state_ relaxed with no fence after the
+ *   release's store, so C++ lets it miss a P1 that SC would show it; that loses nothing the
+ *   model relies on: a parker that saw the right taken has made a wish, and the first pair
+ *   makes that release see it (then notify_parked() fences) or the parker take the right.
  *
  * ABSTRACTIONS, and why:
  *   - Each CAS loop keeps the code's shape: one load, then a CAS step that fails (and reloads)
@@ -116,8 +151,11 @@
  *      states): when nothing can move (timeout), every queue is empty and the long item has
  *      finished, and (with the driver) no IO completion is ready un-reaped while the driver is
  *      attached. Workers asleep in P4 or in the driver's wait are valid end states (labels
- *      end_p4, end_drv). With DETACH: no null driver_ reloaded by a holder, no use of the
- *      driver after detach_driver() returned (asserts).
+ *      end_p4, end_drv), and so are workers running a LONG_IO / LONG_QUEUED item (end_long):
+ *      with fewer long items than workers, a completion left ready then means that a worker
+ *      sleeps on the semaphore while nobody holds the right or waits in the driver, and the
+ *      completion waits for a long item to end. With DETACH: no null driver_ reloaded by a
+ *      holder, no use of the driver after detach_driver() returned (asserts).
  *   3. Progress (liveness; -DNP, pan -l): every cycle takes an item (label progress_took).
  *      The NEW protocol has no non-progress cycle even without fairness. In the OLD protocol
  *      the idle worker loops P1, P2, P3 (unparked += 1), T1 (fails: the phantom holds the
@@ -140,11 +178,54 @@
  *     be null (a null Driver* called). Fix (FIX_DETACH): use the Driver* try_take_poll_right()
  *     saw, which detach_driver() keeps valid until the right is released.
  *
+ * WHAT THE D0 RUNS FOUND (D0, the restore of right_wanted_, the right_freed recheck and the
+ *   reaper's wake are the code's default; each -DBUGGY_* takes one out and must fail, with a
+ *   completion stranded while a worker sleeps on the semaphore and another runs a long item):
+ *   - -DBUGGY_NO_WANTED (the parker does not store right_wanted_; it still looks again): a
+ *     holder in a busy poll (not searching) reaps, releases, runs the reaped item long; the
+ *     worker that parked while it held the right sleeps on. (D0 scenario of check.sh.)
+ *   - -DBUGGY_RELEASE (the wish cleared although nobody was woken; before the wish-race fix:
+ *     taken and not restored): the holder's wake declines because the parker still counts
+ *     as searching; the holder, not searching (its T1 failed: the cap), polls again, reaps a
+ *     long item and releases with no wish to see; the parker finds the right taken at P2.
+ *   - -DBUGGY_NO_RIGHT_RECHECK: the parker wishes, the release sees the wish but declines (the
+ *     parker still searches), restores it, and nobody releases again: without right_freed the
+ *     parker sleeps although the right came free after its look.
+ *   - -DBUGGY_NO_REAPER_WAKE: not needed while every semaphore sleeper has made a wish (with 2
+ *     workers and the driver attached from the start, D0 covers the reaper), but needed for a
+ *     sleeper that never did: one that parked before attach_driver(), whose wake declined
+ *     because the other worker searched; that one parks into the driver, reaps, runs long.
+ *     (ATTACH run of check.sh; also with -DASLEEP=1.)
+ *   And the wish race (3 workers; check.sh's RACE scenario), a bug of the code that took the
+ *   wish before its wake and restored it after one that woke nobody (-DBUGGY_WISH_RACE):
+ *   A runs out of work while B holds the right in a busy poll;
+ *   A wishes (D0) and looks again: still taken. B releases: takes the wish; its wake declines,
+ *   since A still counts as searching (before its P1). Before B stores the wish back, C (just
+ *   out of an item that queued a long one) takes the right in a busy poll. A: P1, P2 sees the
+ *   right taken (by C), nothing queued yet to see (B and C pop their long items before A's
+ *   queue reads). C releases: right_wanted_ is false (B holds the wish), no wake. B restores
+ *   it. B and C run their long items; A sleeps on the semaphore; nobody holds the right until
+ *   a long item ends, so completions wait for it: what D0 exists to prevent. The restore
+ *   cannot help, since the wish is off while B's wake looks, and right_freed cannot, since C
+ *   holds the right while A looks. The fix, now the code's and the model's default: the
+ *   release leaves the wish set while it wakes, and clears it only if it woke a sleeper
+ *     if (right_wanted_.load(seq_cst)) { bool woke = false; notify_parked(&woke);
+ *                                        if (woke) right_wanted_.store(false, seq_cst); }
+ *   (two releases may then both wake for one wish: a spare wake at most). With it the model
+ *   passes the RACE scenario, every driver, attach, detach and D0 run of check.sh, and runs
+ *   too big for it: -DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=1
+ *   -DBUSY_START -DLONG_QUEUED=1 (18 million states), and the D0 scenario with the producer
+ *   instead of BUSY_START (-DPRODUCED=1, 9 million).
+ *   SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases (tests/sched/driver_test.cpp)
+ *   forces the race with test hooks.
+ *
  * HOW TO RUN: `make model` (sched/model/check.sh, which works in a temporary directory):
  *   spin -a -DWORKERS=2 park_notify.pml && cc -O2 -o pan pan.c && ./pan -m100000
  *   spin -a -DWORKERS=2 park_notify.pml && cc -O2 -DNP -o pan pan.c && ./pan -m100000 -l
  *   -DOLD_PROTOCOL (to spin) for the old park(); -DPRODUCED=n, -DSPAWN=n change the workload;
- *   -DDRIVER (-DIO=n, -DNO_LONG_ITEM, -DASLEEP=n), -DATTACH, -DDETACH add the driver.
+ *   -DDRIVER (-DIO=n, -DNO_LONG_ITEM, -DASLEEP=n, -DLONG_IO=k, -DBUSY_START, -DLONG_QUEUED=k),
+ *   -DATTACH, -DDETACH add the driver; -DBUGGY_NO_WANTED, -DBUGGY_RELEASE,
+ *   -DBUGGY_NO_RIGHT_RECHECK, -DBUGGY_NO_REAPER_WAKE take a step of D0 out; -DBUGGY_WISH_RACE.
  *   The old protocol's livelock: cc -DNP ... && ./pan -m100000 -l -f -A (-A: skip the asserts).
  *   Replay a counterexample: spin -t [same -D flags] park_notify.pml prints its interleaving
  *   as one line per step ("w1 P1 parks -> idle_state_ (...)"; w<i> worker i, x<N> producer,
@@ -180,6 +261,15 @@
 #endif
 #ifndef ASLEEP
 #define ASLEEP 0
+#endif
+#ifndef LONG_IO
+#define LONG_IO 0
+#endif
+#ifndef LONG_QUEUED
+#define LONG_QUEUED 0
+#endif
+#if LONG_IO > 0 || LONG_QUEUED > 0
+#define LONGS
 #endif
 
 /* idle_state_: (unparked, searching). All N workers but the last ASLEEP start awake, none
@@ -217,6 +307,9 @@ bool unpark_flag = false;  /* the driver's sticky unpark (an eventfd's count) */
 byte io_left = IO;      /* completions the IO source has yet to produce */
 byte io_ready = 0;      /* completions ready in the kernel, not reaped by any wait yet */
 byte unparkers = 0;     /* unparkers_ */
+bool wanted = false;    /* right_wanted_ (D0) */
+byte long_left = LONG_IO;  /* reaped items still to be made long (see LONG_IO) */
+byte longq[3];          /* long items queued in lq[i] */
 /* ghost state */
 byte nholders = 0;      /* threads holding the poll right */
 byte rholder = 0;       /* the holder, as pid + 1 (0: none) */
@@ -286,8 +379,9 @@ inline unpark_driver() {
 }
 #endif
 
-/* notify_parked(): S2..S4, with D2. Uses the caller's locals s_u, s_s, woke (s_d, to_drv). */
-inline notify() {
+/* notify_parked(&woke): S2..S4, with D2. Uses the caller's locals s_u, s_s, woke (s_d,
+   to_drv); leaves woke set if it counted a wake (the code's *woke), for release_right(). */
+inline notify_woke() {
   atomic { LOAD_WORD };                         /* S2: fence(seq_cst); s = idle_state_.load() */
   do                                            /* S3 */
   :: atomic { s_s != 0 -> printf("%c%d S3 returns: searching %d\n", WHO, s_s) }; break
@@ -327,10 +421,16 @@ inline notify() {
      :: else -> skip
      fi
   od;
-  FORGET; woke = false
+  FORGET
 #ifdef DRIVER
   ; to_drv = false
 #endif
+}
+
+/* notify_parked() */
+inline notify() {
+  notify_woke();
+  woke = false
 }
 
 /* T1 transition_to_searching(w): ok = whether this worker now searches. */
@@ -357,15 +457,29 @@ inline t1() {
   fi
 }
 
+/* An item taken from lq[k]: a long one while lq[k] holds one (see LONG_IO, LONG_QUEUED). */
+#ifdef LONGS
+#define TAKE_LONG(k) \
+  if \
+  :: longq[k] > 0 -> longq[k]--; mylong = true \
+  :: else -> skip \
+  fi
+#else
+#define TAKE_LONG(k) skip
+#endif
+
 /* One steal probe: any item of another worker's local queue, or of the global queue. */
 inline steal() {
   atomic {
     if
     :: gq > 0 -> gq--; got = true; printf("%c%d steals from global_\n", WHO)
     :: me != 0 && lq[0] > 0 ->
-       lq[0]--; got = true; taken_by_other = true; printf("%c%d steals from w0\n", WHO)
-    :: me != 1 && lq[1] > 0 -> lq[1]--; got = true; printf("%c%d steals from w1\n", WHO)
-    :: N > 2 && me != 2 && lq[2] > 0 -> lq[2]--; got = true; printf("%c%d steals from w2\n", WHO)
+       lq[0]--; got = true; taken_by_other = true; printf("%c%d steals from w0\n", WHO);
+       TAKE_LONG(0)
+    :: me != 1 && lq[1] > 0 -> lq[1]--; got = true; printf("%c%d steals from w1\n", WHO);
+       TAKE_LONG(1)
+    :: N > 2 && me != 2 && lq[2] > 0 -> lq[2]--; got = true; printf("%c%d steals from w2\n", WHO);
+       TAKE_LONG(2)
     :: else -> skip
     fi
   }
@@ -385,12 +499,103 @@ inline item_end() {
 }
 
 #ifdef DRIVER
-/* try_take_poll_right(): holder = whether we took it. The relaxed look at driver_ and at the
-   right, and the exchange, are one step; with DETACH the seq_cst re-look at driver_ that pairs
-   with detach_driver() is a step of its own. */
+/* park()'s saw_driver; without ATTACH and DETACH driver_ is set for good, and it is true. */
+#if defined(ATTACH) || defined(DETACH)
+#define SAW_DRV saw_drv
+#else
+#define SAW_DRV true
+#endif
+
+/* release_poll_right(): the store (seq_cst), then D0's other half. A wish (right_wanted_) is
+   looked at (seq_cst load), a sleeper woken by S3's rule (notify_parked(&woke)), and the wish
+   cleared only if one was. */
+inline release_right() {
+  atomic {
+    right = false; holder = false; nholders--; rholder = 0;
+    printf("w%d releases the poll right\n", me)
+  };
+#ifndef BUGGY_WISH_RACE
+  /* The wish stays set while its release looks for a sleeper, and is cleared only once one was
+     woken (see WHAT THE D0 RUNS FOUND); -DBUGGY_RELEASE clears it even when nobody was. */
+  if
+  :: wanted ->                                   /* right_wanted_.load(seq_cst) */
+     notify_woke();
+     atomic {
+       if
+       :: woke -> wanted = false;                /* right_wanted_.store(false) */
+          printf("w%d release: woke a sleeper for right_wanted_, clears it\n", me)
+#ifdef BUGGY_RELEASE
+       :: else -> wanted = false;
+          printf("w%d release: nobody woken, clears right_wanted_ anyway\n", me)
+#else
+       :: else -> printf("w%d release: nobody woken, right_wanted_ stays\n", me)
+#endif
+       fi;
+       woke = false
+     }
+  :: else -> skip
+  fi
+#else
+  /* The code before the fix: the wish taken (exchange), a sleeper woken, the wish restored
+     if none was. */
+  if
+  :: wanted ->                                   /* right_wanted_.load(seq_cst) */
+     atomic {                                    /* right_wanted_.exchange(false) */
+       if
+       :: wanted -> wanted = false; wish = true;
+          printf("w%d release: takes right_wanted_, wakes a sleeper to take the right\n", me)
+       :: else -> skip
+       fi
+     };
+     if
+     :: atomic { wish -> wish = false };
+        notify_woke();                           /* S2..S4, woke: a sleeper was woken */
+        atomic {
+#ifndef BUGGY_RELEASE
+          if
+          :: !woke -> wanted = true;             /* right_wanted_.store(true) */
+             printf("w%d release: nobody woken, right_wanted_ restored\n", me)
+          :: else -> skip
+          fi;
+#endif
+          woke = false
+        }
+     :: else -> skip
+     fi
+  :: else -> skip
+  fi
+#endif
+}
+
+/* With DETACH: after an exchange that took the right, the seq_cst re-look at driver_ that
+   pairs with detach_driver() (try_take_poll_right(), and park()'s D0 retry); a right taken
+   with no driver is released, by release_poll_right() (D0's half included). */
+inline relook() {
+#ifdef DETACH
+  if
+  :: holder ->
+     atomic {
+       d_seen = attached;
+       if
+       :: !d_seen -> printf("w%d took the poll right, sees no driver: releases it\n", me)
+       :: else -> skip
+       fi
+     };
+     if
+     :: !d_seen -> release_right()
+     :: else -> d_seen = false
+     fi
+  :: else -> skip
+  fi
+#else
+  skip
+#endif
+}
+
+/* try_take_poll_right(): holder = whether we took it. The relaxed looks at driver_ and at the
+   right, and the exchange, are one step; then (DETACH) the re-look. */
 inline take_right() {
   atomic {
-    saw_drv = attached;
     if
     :: attached && !right -> right = true; holder = true; nholders++; rholder = me + 1;
        printf("w%d takes the poll right\n", me)
@@ -398,27 +603,7 @@ inline take_right() {
     :: else -> skip
     fi
   };
-#ifdef DETACH
-  if
-  :: holder ->
-     atomic {
-       if
-       :: !attached -> right = false; holder = false; nholders--; rholder = 0;
-          printf("w%d takes the poll right, sees no driver: releases it\n", me)
-       :: else -> skip
-       fi
-     }
-  :: else -> skip
-  fi
-#endif
-}
-
-/* release_poll_right() */
-inline release_right() {
-  atomic {
-    right = false; holder = false; nholders--; rholder = 0;
-    printf("w%d releases the poll right\n", me)
-  }
+  relook()
 }
 
 /* A Driver::wait() that returns: what it reaps (r) and whether it drains the unpark. Part of
@@ -456,7 +641,16 @@ inline reap() {
 inline dispatch() {
   if
   :: r > 0 ->
-     atomic { lq[me]++; r--; printf("w%d dispatch: S1 queues 1 locally (wake deferred)\n", me) };
+     atomic {
+       lq[me]++; r--; printf("w%d dispatch: S1 queues 1 locally (wake deferred)\n", me);
+#if LONG_IO > 0
+       if
+       :: long_left > 0 -> long_left--; longq[me]++;
+          printf("w%d dispatch: that one is long\n", me)
+       :: else -> skip
+       fi
+#endif
+     };
      deferred = true;
      if
      :: r > 0 ->
@@ -494,8 +688,11 @@ active [N] proctype worker() {
   byte s_u, s_s;     /* a loaded idle_state_ */
   bool got, ok, q, woke, deferred;
 #ifdef DRIVER
-  bool s_d, to_drv, d_seen, holder, saw_drv, polled;
+  bool s_d, to_drv, d_seen, holder, saw_drv, polled, wish;
   byte r;            /* completions reaped, not yet dispatched */
+#endif
+#ifdef LONGS
+  bool mylong;       /* took a long item */
 #endif
 
   if
@@ -517,14 +714,29 @@ active [N] proctype worker() {
      ; busy_poll()
 #endif
 #endif
+#ifdef BUSY_START
+  :: else ->                                     /* as if it had just run an item, which */
+     if                                          /* (LONG_QUEUED) queued a long one locally */
+     :: me < LONG_QUEUED ->
+        atomic {
+          lq[me]++; longq[me]++;
+          printf("w%d S1 item queues a long one locally (wake deferred)\n", me)
+        };
+        deferred = true;
+        item_end()
+     :: else -> skip
+     fi;
+     busy_poll()
+#else
   :: else -> skip
+#endif
   fi;
 
 top:
   /* find_work: own local queue, then the global queue, then steal_work */
   atomic {
     if
-    :: lq[me] > 0 -> lq[me]--; got = true; printf("w%d pops its own queue\n", me)
+    :: lq[me] > 0 -> lq[me]--; got = true; printf("w%d pops its own queue\n", me); TAKE_LONG(me)
     :: else -> skip
     fi
   };
@@ -589,6 +801,12 @@ progress_took:
      fi
   :: else -> skip
   fi;
+#ifdef LONGS
+  if
+  :: mylong -> atomic { printf("w%d runs a long item, for ever\n", me); goto end_long }
+  :: else -> skip
+  fi;
+#endif
   /* run the item: it may queue one item locally and return ("queue one, then return") */
   if
   :: atomic {                                   /* S1 (local push), first submit */
@@ -606,7 +824,25 @@ progress_took:
 park:
 #ifdef DRIVER
   polled = false;
-  take_right();                                  /* holder = try_take_poll_right() */
+  take_right();                                  /* held = try_take_poll_right() */
+#if defined(ATTACH) || defined(DETACH)
+  atomic { saw_drv = holder || attached };       /* saw_driver: held || driver_.load() */
+#endif
+  if
+  :: !holder && SAW_DRV ->                       /* D0: the right is taken */
+#ifndef BUGGY_NO_WANTED
+     atomic { wanted = true; printf("w%d D0 right taken: right_wanted_ = true\n", me) };
+#endif
+     atomic {                                    /* and look again: poll_right_.exchange(true) */
+       if
+       :: !right -> right = true; holder = true; nholders++; rholder = me + 1;
+          printf("w%d D0 looks again: takes the poll right\n", me)
+       :: else -> printf("w%d D0 looks again: still taken\n", me)
+       fi
+     };
+     relook()                                    /* held = driver_.load(seq_cst), DETACH */
+  :: else -> skip
+  fi;
 #endif
   atomic {                                       /* P1: idle_state_ -= (1, w.searching) */
     unparked--;
@@ -626,19 +862,44 @@ park:
 #endif
     STATE
   };
-  /* P2: fence(seq_cst); anything_queued() reads the queues one by one */
-  q = (gq > 0);
-  if :: !q -> q = (lq[0] > 0) :: else -> skip fi;
-  if :: !q -> q = (lq[1] > 0) :: else -> skip fi;
-  if :: !q && N > 2 -> q = (lq[2] > 0) :: else -> skip fi;
+  /* P2: fence(seq_cst); with the driver, driver_appeared and right_freed, in the code's order;
+     then anything_queued(), which reads the queues one by one */
+#ifdef DRIVER
 #ifdef FIX_ATTACH
-  /* The fix ATTACH calls for: a parker that found no driver at try_take_poll_right() looks at
-     driver_ again after the fence, and treats one attached since as queued work (P3). */
+  /* The fix ATTACH calls for (driver_appeared): a parker that found no driver at
+     try_take_poll_right() looks at driver_ again after the fence, and treats one attached
+     since as queued work (P3). */
   if
-  :: !q && !holder && !saw_drv -> q = attached
+  :: !holder && !saw_drv -> q = attached
   :: else -> skip
   fi;
 #endif
+#ifndef BUGGY_NO_RIGHT_RECHECK
+  /* right_freed: a parker that found the right taken (D0) looks at it again after the fence,
+     and treats it free (and a driver still there) as queued work (P3). */
+  if
+  :: !holder && SAW_DRV ->
+     atomic { q = !right; printf("w%d P2 right_freed: right free %d\n", me, q) };
+#ifdef DETACH
+     if :: q -> q = attached :: else -> skip fi; /* && driver_.load() != nullptr */
+#endif
+     skip
+  :: else -> skip
+  fi;
+#endif
+#if defined(ATTACH) || defined(DETACH)
+  saw_drv = false;
+#endif
+  if :: !q -> q = (gq > 0) :: else -> skip fi;
+#else
+  q = (gq > 0);
+#endif
+  if :: !q -> q = (lq[0] > 0) :: else -> skip fi;
+  if :: !q -> q = (lq[1] > 0) :: else -> skip fi;
+  atomic {
+    if :: !q && N > 2 -> q = (lq[2] > 0) :: else -> skip fi;
+    printf("w%d P2 rechecks: something to do %d\n", me, q)
+  };
 #ifdef OLD_PROTOCOL
   if
   :: q ->                                        /* OLD P3: stay up, not searching */
@@ -744,6 +1005,15 @@ end_drv:
      FORGET;
      dispatch();
      release_right();
+#ifndef BUGGY_NO_REAPER_WAKE
+     if                                          /* the reaper's wake: anyone asleep? */
+     :: atomic {                                 /* idle_state_.load(relaxed): unparked < N */
+          unparked < N -> printf("w%d reaper's wake: unparked %d < %d\n", me, unparked, N)
+        };
+        notify()
+     :: else -> skip
+     fi;
+#endif
      goto top
   :: else -> skip
   fi;
@@ -754,7 +1024,11 @@ end_p4:
     wsearching[me] = true; nsearching++;         /* the waker counted us as searching (S3) */
     printf("w%d P4 wakes, searching", me); STATE
   };
-  goto top
+  goto top;
+#ifdef LONGS
+end_long:                                        /* a long item, beyond the scenario's end */
+  false
+#endif
 }
 
 /* An external submitter: submit() off the pool, PRODUCED items to the global queue. */

@@ -9,9 +9,9 @@
  *
  *   holder (release_poll_right(), after a busy worker's look; it then runs items for long):
  *     poll_right_.store(false)             seq_cst: xchg   (-DRELEASE_STORE: release, a mov)
- *     if right_wanted_.load() && right_wanted_.exchange(false):
+ *     if right_wanted_.load():
  *       notify_parked(): S2 fence, load idle_state_; S3 wakes the parker if it is asleep
- *       (P1 done), else the wake goes to nobody and the wish is stored back (seq_cst).
+ *       (P1 done), and only then right_wanted_.store(false) (seq_cst); else the wish stays.
  *   parker (park(), with the right taken):
  *     D0  right_wanted_.store(true)        seq_cst: xchg
  *         poll_right_.exchange(true)       took it: done, it waits in the driver
@@ -30,7 +30,7 @@
  * the machines the project runs on; for the C++ model the argument is the single total order
  * of seq_cst operations, in the comment of release_poll_right().
  *
- * RUN: sched/model/check_poll_right.sh (by `make model`), or by hand:
+ * RUN: sched/model/check.sh (by `make model`), or by hand:
  *   spin -a poll_right_release.pml && cc -o pan pan.c && ./pan        (expect errors: 0)
  *   spin -a -DRELEASE_STORE poll_right_release.pml && cc -o pan pan.c && ./pan   (errors: 1)
  */
@@ -50,7 +50,6 @@ bool asleep = false;    /* the parker sleeps on the semaphore (P4) */
 
 active proctype holder() {
   bool w = false;
-  bool got = false;
 #ifdef RELEASE_STORE
   hbuf = true;                                  /* mov: into the store buffer */
 #else
@@ -60,18 +59,13 @@ active proctype holder() {
   w = wanted;
   if
   :: w ->
-     atomic { HOLDER_DRAIN; got = wanted; wanted = false };   /* exchange: locked */
-     if
-     :: got ->
-        atomic {                                /* S2 fence (mfence), load idle_state_, S3 */
-          HOLDER_DRAIN;
-          if
-          :: p1 -> woke = true                  /* the parker is asleep: wake it */
-          :: else -> wanted = true              /* went to nobody: the wish is stored back */
-          fi                                    /* (seq_cst store: xchg; drained above) */
-        }
-     :: else -> skip
-     fi
+     atomic {                                   /* S2 fence (mfence), load idle_state_, S3 */
+       HOLDER_DRAIN;
+       if
+       :: p1 -> woke = true; wanted = false     /* the parker is asleep: wake it, clear the */
+       :: else -> skip                          /* wish (xchg); else the wish stays */
+       fi
+     }
   :: else -> skip
   fi;
   holder_done = true                            /* goes on to run a long item */

@@ -83,6 +83,9 @@ constexpr bool driver_asleep(std::uint32_t s) noexcept {
 
 std::atomic<void (*)()> inside_park_hook{nullptr};
 std::atomic<void (*)()> tail_clock_start_hook{nullptr};
+std::atomic<void (*)()> before_park_count_hook{nullptr};
+std::atomic<void (*)()> before_park_sleep_hook{nullptr};
+std::atomic<void (*)()> release_unwoken_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -152,6 +155,18 @@ void test_hooks::set_inside_park(void (*hook)()) noexcept {
 
 void test_hooks::set_tail_clock_start(void (*hook)()) noexcept {
   tail_clock_start_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_before_park_count(void (*hook)()) noexcept {
+  before_park_count_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_before_park_sleep(void (*hook)()) noexcept {
+  before_park_sleep_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_release_unwoken(void (*hook)()) noexcept {
+  release_unwoken_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
@@ -495,6 +510,7 @@ void Scheduler::park(Worker& w) noexcept {
     }
   }
   const bool holder = held != nullptr;
+  if (auto* hook = before_park_count_hook.load(std::memory_order_relaxed)) hook();
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
   if (holder) {
     idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
@@ -560,6 +576,7 @@ void Scheduler::park(Worker& w) noexcept {
     return;
   }
   w.counters.bump(detail::CounterBlock::parks);
+  if (auto* hook = before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
   sleepers_.wait();  // P4
   // Whoever woke us counted us as unparked and searching (S3).
   w.searching = true;
@@ -658,13 +675,23 @@ void Scheduler::release_poll_right() noexcept {
   // enough workers are awake, one of them parks later and takes it.
   // The wish stays until a sleeper is actually woken for it: when S3 declines because someone
   // searches, that searcher may well park into the driver itself, and its release after the
-  // next reap must still wake the worker that wanted the right (cleared first and restored, so
-  // that a wish made meanwhile is never lost).
-  if (right_wanted_.load(std::memory_order_seq_cst) &&
-      right_wanted_.exchange(false, std::memory_order_acq_rel)) {
+  // next reap must still wake the worker that wanted the right. So it is cleared only after a
+  // wake, never taken first and restored: while a taken wish was off, a second holder could
+  // take and release the right without seeing it, and the wisher, still counted awake when the
+  // first release looked, could find that second holder at its recheck and sleep while both
+  // ran long items with nobody in the kernel (the wish race of sched/model/park_notify.pml,
+  // SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases). Two releases may both wake for
+  // one wish: a spare wake at most. A wish made by another worker between our load and our
+  // clear is lost only while the sleeper we woke is on its way to park() itself, where it takes
+  // the right or wishes anew.
+  if (right_wanted_.load(std::memory_order_seq_cst)) {
     bool woke = false;
     notify_parked(&woke);
-    if (!woke) right_wanted_.store(true, std::memory_order_seq_cst);
+    if (woke) {
+      right_wanted_.store(false, std::memory_order_seq_cst);
+    } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
+      hook();
+    }
   }
 }
 

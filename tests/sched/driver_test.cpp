@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "arbor/sched/scheduler.hpp"
+#include "arbor/sched/test_hooks.hpp"
 #include "test_support.hpp"
 
 namespace arbor::sched {
@@ -21,6 +22,7 @@ namespace {
 
 using test::Countdown;
 using test::eventually;
+using test::FnItem;
 using test::wait_or_exit;
 
 // An item that counts a Countdown down when it runs (or is dropped).
@@ -324,6 +326,146 @@ TEST(SchedulerDriver, ReapedBurstsRunExactlyOnce) {
     EXPECT_EQ(item.runs.load(), 1);
   s.detach_driver();
   s.stop();
+}
+
+// A driver that reaps nothing, whose first `held` looks without waiting (wait(0)) each wait at
+// a gate until the test opens it (gates open in order of arrival); a blocking wait sleeps until
+// unpark().
+class GatedDriver final : public Driver {
+ public:
+  explicit GatedDriver(int held) : held_(held) {}
+
+  void wait(std::int64_t timeout_ns) noexcept override {
+    if (timeout_ns == 0) {
+      const int n = looks_.fetch_add(1) + 1;
+      while (n <= held_ && opened_.load() < n)
+        std::this_thread::yield();
+      return;
+    }
+    in_kernel_.store(true);
+    while (word_.exchange(0) == 0)
+      sync::futex_wait(word_, 0, std::nullopt);
+    in_kernel_.store(false);
+  }
+  void dispatch() noexcept override {}
+  void unpark() noexcept override {
+    word_.store(1);
+    sync::futex_wake_all(word_);
+  }
+
+  void open(int gate) { opened_.store(gate); }
+  int looks() const { return looks_.load(); }
+  bool in_kernel() const { return in_kernel_.load(); }
+
+ private:
+  const int held_;
+  std::atomic<int> looks_{0}, opened_{0};
+  std::atomic<bool> in_kernel_{false};
+  sync::FutexWord word_{0};
+};
+
+// The hooks of the wish race below: hold the first parker before P1 and the first release
+// whose wake for right_wanted_ woke nobody, and count the parkers about to sleep.
+namespace wish_race {
+std::atomic<int> counting{0};  // 0 armed, 1 a parker is held before P1, 2 let go
+std::atomic<int> unwoken{0};   // 0 armed, 1 a release whose wake declined is held, 2 let go
+std::atomic<int> sleeping{0};  // parkers that reached P4
+void hold(std::atomic<int>& state) {
+  int armed = 0;
+  if (!state.compare_exchange_strong(armed, 1)) return;
+  while (state.load() != 2)
+    std::this_thread::yield();
+}
+void hold_counting() {
+  hold(counting);
+}
+void hold_unwoken() {
+  hold(unwoken);
+}
+void note_sleeping() {
+  sleeping.fetch_add(1);
+}
+}  // namespace wish_race
+
+// Catches a wish for the poll right (D0) lost between two releases, so that nobody waits in
+// the kernel while one worker sleeps and the two others run long items: the interleaving the
+// model found (sched/model/park_notify.pml, "WHAT THE D0 RUNS FOUND"), forced with test hooks.
+// Items b and c look into the driver (poll_driver()) and then run on; worker A runs out of work
+// while b's worker B holds the right, says it wants it (D0), and is held before P1. B releases;
+// its wake declines, since A still counts as awake (searching), and B is held there. c's
+// worker C takes the right and is held in its look. A goes on: P1, the right still taken (by
+// C) at P2, nothing queued: it sleeps. C releases, then B goes on, and both run long items.
+// When a release took the wish before its wake and stored it back after (the code before the
+// fix), C's release found no wish and nobody entered the driver until a long item ended; now
+// the wish stays set until a wake, so C's release wakes A, which parks into the driver.
+TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
+  SchedulerOptions o{.workers = 3};
+  o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
+  Scheduler s(o);
+  GatedDriver driver(/*held=*/2);
+  std::atomic<bool> go_b{false}, go_c{false}, z_ends{false}, ends{false};
+  std::atomic<int> started{0}, looked{0};
+  Countdown done(3);
+  auto until = [](const std::atomic<bool>& flag) {
+    while (!flag.load())
+      std::this_thread::yield();
+  };
+  auto looker = [&](std::atomic<bool>& go) {
+    return [&, go = &go](Disposition d) {
+      if (d == Disposition::run) {
+        started.fetch_add(1);
+        until(*go);
+        Scheduler::current()->poll_driver();
+        looked.fetch_add(1);
+        until(ends);  // a long item
+      }
+      done.count_down();
+    };
+  };
+  FnItem b(looker(go_b)), c(looker(go_c));
+  FnItem z([&](Disposition d) {
+    if (d == Disposition::run) {
+      started.fetch_add(1);
+      until(z_ends);
+    }
+    done.count_down();
+  });
+  wish_race::counting = 0;
+  wish_race::unwoken = 0;
+  wish_race::sleeping = 0;
+  ASSERT_TRUE(s.submit(b));
+  ASSERT_TRUE(s.submit(c));
+  ASSERT_TRUE(s.submit(z));
+  ASSERT_TRUE(eventually([&] { return started.load() == 3; })) << "the items did not all start";
+  ASSERT_TRUE(s.attach_driver(driver));  // everyone runs an item: nobody is in the driver
+  go_b = true;
+  ASSERT_TRUE(eventually([&] { return driver.looks() == 1; })) << "b did not take the right";
+  test_hooks::set_before_park_count(&wish_race::hold_counting);
+  test_hooks::set_release_unwoken(&wish_race::hold_unwoken);
+  test_hooks::set_before_park_sleep(&wish_race::note_sleeping);
+  z_ends = true;  // A runs out of work while B holds the right: D0
+  ASSERT_TRUE(eventually([&] { return wish_race::counting.load() == 1; })) << "A did not park";
+  driver.open(1);  // B's release: its wake declines (A searches)
+  ASSERT_TRUE(eventually([&] { return wish_race::unwoken.load() == 1; }))
+      << "B's release woke someone, or found no wish";
+  go_c = true;
+  ASSERT_TRUE(eventually([&] { return driver.looks() == 2; })) << "c did not take the right";
+  wish_race::counting = 2;  // A: P1, the right taken (by C) at P2, nothing queued: P4
+  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 1; })) << "A did not sleep";
+  driver.open(2);  // C's release: the wish is still set, A is asleep: wakes it
+  ASSERT_TRUE(eventually([&] { return looked.load() == 1; }));
+  wish_race::unwoken = 2;  // b and c run on
+  ASSERT_TRUE(eventually([&] { return looked.load() == 2; }));
+  const bool watched = eventually([&] { return driver.in_kernel(); }, std::chrono::seconds(2));
+  test_hooks::set_before_park_count(nullptr);
+  test_hooks::set_release_unwoken(nullptr);
+  test_hooks::set_before_park_sleep(nullptr);
+  ends = true;
+  wait_or_exit(done, "the long items");
+  s.detach_driver();
+  s.stop();
+  EXPECT_TRUE(watched) << "nobody waits in the driver while one worker sleeps and two run long "
+                          "items (the wish for the right was lost between two releases)";
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // Test hooks: let a test hold a thread at an exact step of a protocol, which turns a race that
 // needs nanoseconds of luck into a deterministic regression test. Unset (the default), a hook
-// costs one relaxed load on a path that is about to sleep (or read the clock) anyway. For tests
-// only.
+// costs one relaxed load on a path that is about to sleep (or read the clock) anyway, or on a
+// rare one. For tests only.
 #pragma once
 
 namespace arbor::sched::test_hooks {
@@ -14,5 +14,17 @@ void set_inside_park(void (*hook)()) noexcept;
 /// deferral's evidence, see scheduler.cpp): after the item is queued and any wake is posted,
 /// just before the clock starts. nullptr removes it.
 void set_tail_clock_start(void (*hook)()) noexcept;
+
+/// Called by a worker in park() after D0 (it holds the poll right, or has said it wants it)
+/// and before P1, while it still counts as unparked. nullptr removes it.
+void set_before_park_count(void (*hook)()) noexcept;
+
+/// Called by a worker in park() just before it sleeps on the semaphore (P4), after every
+/// re-check of P2. nullptr removes it.
+void set_before_park_sleep(void (*hook)()) noexcept;
+
+/// Called in release_poll_right() by a worker that took right_wanted_ and whose wake for it
+/// (notify_parked) woke nobody, before it stores the wish back. nullptr removes it.
+void set_release_unwoken(void (*hook)()) noexcept;
 
 }  // namespace arbor::sched::test_hooks
