@@ -7,8 +7,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <fstream>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +143,82 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     ::close(fds[1]);
     p->stop();
   }
+}
+
+// True once thread `tid` of this process sleeps (state S or D in /proc); false after `timeout`.
+bool eventually_asleep(pid_t tid) {
+  const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+  return eventually([&] {
+    std::ifstream stat(path);
+    std::string line;
+    std::getline(stat, line);
+    const auto close = line.rfind(')');  // the name, in parentheses, may hold spaces
+    return close != std::string::npos && close + 2 < line.size() &&
+           (line[close + 2] == 'S' || line[close + 2] == 'D');
+  });
+}
+
+// Catches: a completion stranded because the worker that submitted its request sleeps outside
+// the ring (here on a futex, as a worker parked on the semaphore or blocked in a handler does)
+// while another worker waits in the ring for it. io_uring runs a request's completion work on
+// its submitter; a ring whose set-up let that work wait for the submitter to come back by
+// itself would never post this completion, and item X would wait for it for ever. Worker A
+// runs X, which submits the receive itself (its flush takes the free poll right: the other
+// worker is busy with Z), lets Z end and sleeps until the receive has completed; the other
+// worker parks into the ring; only then does the data arrive.
+TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
+  auto p = start(2);
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->all_asleep_one_in_kernel());
+  sched::Scheduler& scheduler = p->scheduler;
+  Countdown received(1), finished(2);
+  test::Receive op;
+  int fds[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  auto d = p->engine->attach(fds[0]);
+  ASSERT_TRUE(d) << d.error().message();
+  op.prepare(*d, received);
+  std::atomic<bool> z_running{false}, z_may_end{false}, pending{false}, submitted_here{false};
+  std::atomic<pid_t> x_thread{0};
+  FnItem z([&](sched::Disposition disposition) {
+    if (disposition == sched::Disposition::run) {
+      z_running = true;
+      while (!z_may_end.load())
+        std::this_thread::yield();
+    }
+    finished.count_down();
+  });
+  FnItem x([&](sched::Disposition disposition) {
+    if (disposition == sched::Disposition::run) {
+      const auto polls = scheduler.counters().driver_polls;
+      pending = !p->engine->start(op);
+      submitted_here = scheduler.counters().driver_polls > polls;
+      x_thread = ::gettid();
+      z_may_end = true;
+      received.wait(std::chrono::seconds(20));  // a futex sleep, outside the ring
+    }
+    finished.count_down();
+  });
+  ASSERT_TRUE(scheduler.submit(z));
+  ASSERT_TRUE(eventually([&] { return z_running.load(); }));
+  const auto waits = scheduler.counters().driver_waits;
+  ASSERT_TRUE(scheduler.submit(x));
+  ASSERT_TRUE(eventually([&] { return x_thread.load() != 0; }));
+  ASSERT_TRUE(pending.load()) << "nothing to read yet: the receive must be pending";
+  // epoll has nothing to submit: start() registers interest with epoll_ctl at once.
+  if (GetParam() == "uring")
+    EXPECT_TRUE(submitted_here.load()) << "X's worker did not submit the receive itself";
+  ASSERT_TRUE(eventually_asleep(x_thread.load())) << "X did not go to sleep";
+  ASSERT_TRUE(eventually([&] {
+    return scheduler.parked_workers() == 1 && scheduler.counters().driver_waits > waits;
+  })) << "Z's worker did not park into the ring";
+  ASSERT_EQ(::write(fds[1], "x", 1), 1);
+  wait_or_exit(received, "a completion whose submitter sleeps on a futex");
+  EXPECT_EQ(op.last.load(), 1);
+  wait_or_exit(finished, "items X and Z");
+  p->engine->close(*d);
+  ::close(fds[1]);
+  p->stop();
 }
 
 // Catches: a timer added while the only worker waits in the kernel with no deadline (or an

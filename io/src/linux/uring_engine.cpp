@@ -284,16 +284,23 @@ std::error_code UringEngine::setup(Ring& r) {
   const Attempt attempts[] = {
       {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
        "single-issuer, deferred task work"},
+      {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, flagged"},
       {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
       {0, "basic"},
   };
-  // Workers mode: the ring is submitted to by whichever worker holds the poll right, so not
-  // single-issuer; and the kernel runs a request's completion work on the thread that
-  // submitted it, which must not wait for that thread's next system call (cooperative task
-  // work would: a worker busy in a long handler would hold up completions another worker
-  // waits for), so the basic set-up, whose completion work interrupts the submitter.
+  // Workers mode: the ring is submitted to by whichever worker holds the poll right, so it
+  // cannot be single-issuer, and the kernel runs a request's completion work (task work) on
+  // the thread that submitted it. Cooperative, because the basic set-up interrupts that thread
+  // for it (an IPI and a signal-style return into the kernel: 12.5 % of the server's samples in
+  // get_signal, docs/benchmarks.md), while this one lets it wait for the thread's next entry
+  // into the kernel: at once if it sleeps interruptibly (the kernel wakes it for the work, as
+  // it wakes it for a signal: a worker parked on the futex, or blocked in a BlockingRegion),
+  // at its next system call or timer tick if it runs in user space. So a completion for a
+  // busy worker's request waits at most a tick, never for its long item to end
+  // (WorkerPolling.ACompletionArrivesWhileItsSubmitterSleepsOnAFutex proves the sleeping case).
+  // TASKRUN_FLAG: an empty look into the ring enters the kernel when work is pending.
   const std::span<const Attempt> usable =
-      options().io_mode == IoMode::workers ? std::span(attempts).last(1) : std::span(attempts);
+      options().io_mode == IoMode::workers ? std::span(attempts).subspan(1) : std::span(attempts);
   int e = -EINVAL;
   for (const auto& a : usable) {
     io_uring_params params{};
@@ -537,8 +544,9 @@ std::error_code probe() noexcept {
 }  // namespace
 }  // namespace uring
 
-// Pollers: a ring driven by the workers is fed by many threads, and its completion work then
-// interrupts whichever worker submitted (docs/architecture.md, "UringEngine").
+// Pollers: a ring driven by the workers is fed by many threads, so it cannot defer its
+// completion work to one (docs/architecture.md, "UringEngine"); see setup() and
+// docs/benchmarks.md for what that costs.
 const EngineEntry kUringEngine{"uring", IoMode::pollers, &uring::probe, &uring::create};
 
 }  // namespace arbor::io
