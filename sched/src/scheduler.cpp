@@ -255,8 +255,12 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
       notify_parked();
       return true;
     }
-    // Read before the push, so that a worker taking the item right after it is seen (below).
-    const std::uint64_t taken = items_taken(w->queue, global_, prefer_local);
+    // Read before the push, so that a worker taking the item right after it is seen (below);
+    // only by a submit that may start timing a tail (the conditions below): the global count
+    // is a line other workers write, not worth a miss on every submit.
+    const bool may_time =
+        !w->notify_deferred && !w->first_woken && w->running != nullptr && !w->timing_tail;
+    const std::uint64_t taken = may_time ? items_taken(w->queue, global_, prefer_local) : 0;
     if (prefer_local) {
       push_local(*w, &item);
     } else {

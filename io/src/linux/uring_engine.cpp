@@ -544,9 +544,9 @@ std::error_code probe() noexcept {
 }  // namespace
 }  // namespace uring
 
-// Pollers: a ring driven by the workers is fed by many threads, so it cannot defer its
-// completion work to one (docs/architecture.md, "UringEngine"); see setup() and
-// docs/benchmarks.md for what that costs.
-const EngineEntry kUringEngine{"uring", IoMode::pollers, &uring::probe, &uring::create};
+// Workers: with a cooperative ring (setup()) the workers-mode ring measured level with or ahead
+// of a poller on every HTTP and echo shape, with a sixth of its context switches
+// (docs/benchmarks.md, "Workers drive the engine").
+const EngineEntry kUringEngine{"uring", IoMode::workers, &uring::probe, &uring::create};
 
 }  // namespace arbor::io
