@@ -86,6 +86,8 @@ std::atomic<void (*)()> tail_clock_start_hook{nullptr};
 std::atomic<void (*)()> before_park_count_hook{nullptr};
 std::atomic<void (*)()> before_park_sleep_hook{nullptr};
 std::atomic<void (*)()> release_unwoken_hook{nullptr};
+std::atomic<void (*)()> release_woke_hook{nullptr};
+std::atomic<void (*)()> after_park_wake_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -167,6 +169,14 @@ void test_hooks::set_before_park_sleep(void (*hook)()) noexcept {
 
 void test_hooks::set_release_unwoken(void (*hook)()) noexcept {
   release_unwoken_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_release_woke(void (*hook)()) noexcept {
+  release_woke_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
+  after_park_wake_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
@@ -582,6 +592,7 @@ void Scheduler::park(Worker& w) noexcept {
   w.counters.bump(detail::CounterBlock::parks);
   if (auto* hook = before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
   sleepers_.wait();  // P4
+  if (auto* hook = after_park_wake_hook.load(std::memory_order_relaxed)) hook();
   // Whoever woke us counted us as unparked and searching (S3).
   w.searching = true;
 }
@@ -692,6 +703,7 @@ void Scheduler::release_poll_right() noexcept {
     bool woke = false;
     notify_parked(&woke);
     if (woke) {
+      if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
       right_wanted_.store(false, std::memory_order_seq_cst);
     } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
       hook();
