@@ -28,7 +28,7 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
   --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
   --io-mode MODE             who waits for IO: workers (idle workers take turns in the
                              kernel), pollers (dedicated poller threads) or auto (default: the
-                             engine's own; io_uring: pollers, epoll: workers)
+                             engine's own; workers for both io_uring and epoll)
   --pollers N                poller threads with --io-mode pollers (default 1)
   --max-connections N        more are closed as soon as accepted (default 10000)
   --header-timeout-ms MS     a request head must arrive within this (default 10000)

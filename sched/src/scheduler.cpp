@@ -86,6 +86,8 @@ std::atomic<void (*)()> tail_clock_start_hook{nullptr};
 std::atomic<void (*)()> before_park_count_hook{nullptr};
 std::atomic<void (*)()> before_park_sleep_hook{nullptr};
 std::atomic<void (*)()> release_unwoken_hook{nullptr};
+std::atomic<void (*)()> release_woke_hook{nullptr};
+std::atomic<void (*)()> after_park_wake_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -167,6 +169,14 @@ void test_hooks::set_before_park_sleep(void (*hook)()) noexcept {
 
 void test_hooks::set_release_unwoken(void (*hook)()) noexcept {
   release_unwoken_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_release_woke(void (*hook)()) noexcept {
+  release_woke_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
+  after_park_wake_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
@@ -507,7 +517,7 @@ void Scheduler::park(Worker& w) noexcept {
     // release wakes a sleeper to take it over (release_poll_right()). Then look again: a
     // Dekker pair of seq_cst operations with that release, so either it sees our wish or we
     // see the right free.
-    right_wanted_.store(true, std::memory_order_seq_cst);
+    right_wanted_.fetch_add(1, std::memory_order_seq_cst);  // a new value: see release_poll_right()
     if (!poll_right_.exchange(true, std::memory_order_seq_cst)) {
       held = driver_.load(std::memory_order_seq_cst);  // as in try_take_poll_right()
       if (held == nullptr) release_poll_right();
@@ -582,6 +592,7 @@ void Scheduler::park(Worker& w) noexcept {
   w.counters.bump(detail::CounterBlock::parks);
   if (auto* hook = before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
   sleepers_.wait();  // P4
+  if (auto* hook = after_park_wake_hook.load(std::memory_order_relaxed)) hook();
   // Whoever woke us counted us as unparked and searching (S3).
   w.searching = true;
 }
@@ -685,14 +696,16 @@ void Scheduler::release_poll_right() noexcept {
   // first release looked, could find that second holder at its recheck and sleep while both
   // ran long items with nobody in the kernel (the wish race of sched/model/park_notify.pml,
   // SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases). Two releases may both wake for
-  // one wish: a spare wake at most. A wish made by another worker between our load and our
-  // clear is lost only while the sleeper we woke is on its way to park() itself, where it takes
-  // the right or wishes anew.
-  if (right_wanted_.load(std::memory_order_seq_cst)) {
+  // one wish: a spare wake at most.
+  // The clear is a compare-exchange from the value we saw: a wish made by another worker after
+  // our load changed the count, and then stays for the next release (before, a plain store of
+  // false erased it with ours: SchedulerDriver.AWishMadeWhileAReleaseClearsAnotherSurvives).
+  if (std::uint64_t wishes = right_wanted_.load(std::memory_order_seq_cst); wishes != 0) {
     bool woke = false;
     notify_parked(&woke);
     if (woke) {
-      right_wanted_.store(false, std::memory_order_seq_cst);
+      if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
+      right_wanted_.compare_exchange_strong(wishes, 0, std::memory_order_seq_cst);
     } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
       hook();
     }

@@ -179,6 +179,7 @@ TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
   ASSERT_TRUE(d) << d.error().message();
   op.prepare(*d, received);
   std::atomic<bool> z_running{false}, z_may_end{false}, pending{false}, submitted_here{false};
+  std::atomic<bool> x_woken{false};
   std::atomic<pid_t> x_thread{0};
   FnItem z([&](sched::Disposition disposition) {
     if (disposition == sched::Disposition::run) {
@@ -195,7 +196,11 @@ TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
       submitted_here = scheduler.counters().driver_polls > polls;
       x_thread = ::gettid();
       z_may_end = true;
-      received.wait(std::chrono::seconds(20));  // a futex sleep, outside the ring
+      // A futex sleep, outside the ring. Longer than the test waits for the completion below:
+      // a sleeper the kernel never woke would run the completion work when its own sleep timed
+      // out, and the test, had it waited as long, would then pass. So the sleep must end by the
+      // count, not by its timeout.
+      x_woken = received.wait(std::chrono::seconds(60));
     }
     finished.count_down();
   });
@@ -213,9 +218,10 @@ TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
     return scheduler.parked_workers() == 1 && scheduler.counters().driver_waits > waits;
   })) << "Z's worker did not park into the ring";
   ASSERT_EQ(::write(fds[1], "x", 1), 1);
-  wait_or_exit(received, "a completion whose submitter sleeps on a futex");
+  wait_or_exit(received, "a completion whose submitter sleeps on a futex");  // 20 s < 60 s
   EXPECT_EQ(op.last.load(), 1);
   wait_or_exit(finished, "items X and Z");
+  EXPECT_TRUE(x_woken.load()) << "X's sleep ended by its timeout, not by the completion";
   p->engine->close(*d);
   ::close(fds[1]);
   p->stop();

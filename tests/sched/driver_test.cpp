@@ -468,5 +468,120 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
                           "items (the wish for the right was lost between two releases)";
 }
 
+// The hooks of the second wish race below: hold the first release that woke a sleeper for
+// right_wanted_ (before it clears the wish), the first worker woken from the semaphore, and
+// the first parker before P1; count the parkers about to sleep.
+namespace wish_clear {
+std::atomic<int> woke{0};       // 0 armed, 1 a release that woke a sleeper is held, 2 let go
+std::atomic<int> woken{0};      // 0 armed, 1 a worker woken from P4 is held, 2 let go
+std::atomic<int> counting{0};   // 0 armed, 1 a parker is held before P1, 2 let go
+std::atomic<int> sleeping{0};   // parkers that reached P4
+void hold_woke() {
+  wish_race::hold(woke);
+}
+void hold_woken() {
+  wish_race::hold(woken);
+}
+void hold_counting() {
+  wish_race::hold(counting);
+}
+void note_sleeping() {
+  sleeping.fetch_add(1);
+}
+}  // namespace wish_clear
+
+// Catches a wish for the poll right (D0) made by one worker while a release clears the wish of
+// another that it has just woken: the release's clear erases both, so the second wisher sleeps
+// on the semaphore while the woken worker, which found an item instead of parking, and the
+// releaser run long items with nobody in the driver. Worker A parks while B holds the right
+// (A wishes, sleeps). B releases: its wake wakes A, and B is held before it clears the wish. A
+// runs y, whose look takes the right (held). C runs out of work: it wishes (the right is A's)
+// and is held before P1. B clears the wish and runs on; C sleeps (the right is still A's).
+// A's release must see C's wish and wake C, which then parks into the driver.
+TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
+  SchedulerOptions o{.workers = 3};
+  o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
+  Scheduler s(o);
+  GatedDriver driver(/*held=*/2);
+  std::atomic<bool> go_b{false}, z_ends{false}, c_ends{false}, ends{false};
+  std::atomic<int> started{0}, looked{0};
+  Countdown done(4);
+  FnItem b([&](Disposition d) {
+    if (d == Disposition::run) {
+      started.fetch_add(1);
+      while (!go_b.load())
+        std::this_thread::yield();
+      Scheduler::current()->poll_driver();
+      looked.fetch_add(1);
+      while (!ends.load())  // a long item
+        std::this_thread::yield();
+    }
+    done.count_down();
+  });
+  FnItem y([&](Disposition d) {
+    if (d == Disposition::run) {
+      Scheduler::current()->poll_driver();
+      looked.fetch_add(1);
+      while (!ends.load())  // a long item
+        std::this_thread::yield();
+    }
+    done.count_down();
+  });
+  auto until_then_end = [&](std::atomic<bool>& flag) {
+    return [&, flag = &flag](Disposition d) {
+      if (d == Disposition::run) {
+        started.fetch_add(1);
+        while (!flag->load())
+          std::this_thread::yield();
+      }
+      done.count_down();
+    };
+  };
+  FnItem z(until_then_end(z_ends)), c(until_then_end(c_ends));
+  wish_clear::woke = 0;
+  wish_clear::woken = 0;
+  wish_clear::counting = 0;
+  wish_clear::sleeping = 0;
+  ASSERT_TRUE(s.submit(b));
+  ASSERT_TRUE(s.submit(c));
+  ASSERT_TRUE(s.submit(z));
+  ASSERT_TRUE(eventually([&] { return started.load() == 3; })) << "the items did not all start";
+  ASSERT_TRUE(s.attach_driver(driver));  // everyone runs an item: nobody is in the driver
+  go_b = true;
+  ASSERT_TRUE(eventually([&] { return driver.looks() == 1; })) << "b did not take the right";
+  test_hooks::set_before_park_sleep(&wish_clear::note_sleeping);
+  test_hooks::set_after_park_wake(&wish_clear::hold_woken);
+  test_hooks::set_release_woke(&wish_clear::hold_woke);
+  z_ends = true;  // A runs out of work while B holds the right: D0, then it sleeps
+  ASSERT_TRUE(eventually([&] { return wish_clear::sleeping.load() == 1; })) << "A did not sleep";
+  driver.open(1);  // B's release: its wake wakes A; B is held before it clears the wish
+  ASSERT_TRUE(eventually([&] { return wish_clear::woke.load() == 1; }))
+      << "B's release found no wish, or woke nobody";
+  ASSERT_TRUE(eventually([&] { return wish_clear::woken.load() == 1; })) << "A was not woken";
+  ASSERT_TRUE(s.submit(y));  // A counts as searching: no wake
+  wish_clear::woken = 2;     // A runs y, whose look takes the right
+  ASSERT_TRUE(eventually([&] { return driver.looks() == 2; })) << "y did not take the right";
+  test_hooks::set_before_park_count(&wish_clear::hold_counting);
+  c_ends = true;  // C runs out of work while A holds the right: D0
+  ASSERT_TRUE(eventually([&] { return wish_clear::counting.load() == 1; })) << "C did not park";
+  wish_clear::woke = 2;  // B clears the wish and runs on
+  ASSERT_TRUE(eventually([&] { return looked.load() == 1; }));
+  wish_clear::counting = 2;  // C: P1, the right taken (by A) at P2, nothing queued: P4
+  ASSERT_TRUE(eventually([&] { return wish_clear::sleeping.load() == 2; })) << "C did not sleep";
+  driver.open(2);  // A's release: C's wish must still be set, and C asleep: wakes it
+  ASSERT_TRUE(eventually([&] { return looked.load() == 2; }));
+  const bool watched = eventually([&] { return driver.in_kernel(); }, std::chrono::seconds(2));
+  test_hooks::set_before_park_sleep(nullptr);
+  test_hooks::set_after_park_wake(nullptr);
+  test_hooks::set_release_woke(nullptr);
+  test_hooks::set_before_park_count(nullptr);
+  ends = true;
+  wait_or_exit(done, "the long items");
+  s.detach_driver();
+  s.stop();
+  EXPECT_TRUE(watched) << "nobody waits in the driver while one worker sleeps and two run long "
+                          "items (a wish was cleared with another it did not wake for)";
+}
+
 }  // namespace
 }  // namespace arbor::sched

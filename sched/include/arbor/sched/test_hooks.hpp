@@ -27,4 +27,12 @@ void set_before_park_sleep(void (*hook)()) noexcept;
 /// (notify_parked) woke nobody, before it stores the wish back. nullptr removes it.
 void set_release_unwoken(void (*hook)()) noexcept;
 
+/// Called in release_poll_right() by a worker whose wake for right_wanted_ woke a sleeper,
+/// before it clears the wish. nullptr removes it.
+void set_release_woke(void (*hook)()) noexcept;
+
+/// Called by a worker in park() just after it was woken from the semaphore (P4). nullptr
+/// removes it.
+void set_after_park_wake(void (*hook)()) noexcept;
+
 }  // namespace arbor::sched::test_hooks
