@@ -121,8 +121,7 @@ int main(int argc, char** argv) {
     const char* name;
     unsigned flags;
   };
-  const SetUp setups[] = {{"basic", 0},
-                          {"cooperative", IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG}};
+  const SetUp setups[] = {{"basic", 0}, {"cooperative", IORING_SETUP_COOP_TASKRUN}};
   for (Submitter how : {Submitter::futex, Submitter::nanosleep, Submitter::spin}) {
     for (const SetUp& s : setups) {
       std::vector<double> us;

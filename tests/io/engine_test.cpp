@@ -6,8 +6,10 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <memory>
+#include <string_view>
 #include <vector>
 
 #include "../sched/test_support.hpp"
@@ -21,15 +23,34 @@ using sched::test::Countdown;
 using test::Receive;
 using test::Timed;
 
+// Each engine twice: in its default io mode (the parameter is its name), and with dedicated
+// pollers ("<name>-pollers"), whose rings and epoll sets are set up and driven differently (an
+// io_uring poller's ring is single-issuer with deferred task work).
 class EngineTest : public ::testing::TestWithParam<std::string> {
  protected:
+  static constexpr std::string_view kPollers = "-pollers";
+  static bool pollers() { return GetParam().ends_with(kPollers); }
+  static std::string kind() {
+    return pollers() ? GetParam().substr(0, GetParam().size() - kPollers.size()) : GetParam();
+  }
+  /// An engine of this test's kind and io mode, unless `o` names a mode itself.
   std::unique_ptr<Engine> make(sched::Scheduler& scheduler, EngineOptions o) {
-    o.kind = GetParam();
+    o.kind = kind();
+    if (pollers() && !o.io_mode) o.io_mode = IoMode::pollers;
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
   }
 };
+
+std::vector<std::string> engines_in_both_modes() {
+  std::vector<std::string> params;
+  for (const std::string& name : Engine::available()) {
+    params.push_back(name);
+    params.push_back(name + "-pollers");
+  }
+  return params;
+}
 
 // A burst of 1,000 ready completions: each delivered exactly once, in batches of at most K
 // per wait, as trees of at most B (the engine counts trees; a tree never exceeds B, so a batch
@@ -198,8 +219,12 @@ TEST_P(EngineTest, InlineModeRunsCompletionsOnThePoller) {
   scheduler.stop();
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, EngineTest, ::testing::ValuesIn(Engine::available()),
-                         [](const auto& p) { return p.param; });
+INSTANTIATE_TEST_SUITE_P(Engines, EngineTest, ::testing::ValuesIn(engines_in_both_modes()),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           std::replace(name.begin(), name.end(), '-', '_');
+                           return name;
+                         });
 
 TEST(EngineOptions, RejectsUnknownNamesAndBadRanges) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
@@ -265,7 +290,9 @@ TEST(EngineOptions, IoModeParsesAutoWorkersPollersAndNothingElse) {
 TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   const IoMode expected = IoMode::workers;
-  auto engine = make(scheduler, {});
+  auto created = Engine::create(scheduler, EngineOptions{.kind = kind()});  // no mode named
+  ASSERT_TRUE(created) << created.error().message();
+  auto engine = std::move(*created);
   ASSERT_NE(engine, nullptr);
   EXPECT_EQ(engine->options().io_mode, expected);
   engine->stop();

@@ -23,8 +23,8 @@ void set_before_park_count(void (*hook)()) noexcept;
 /// re-check of P2. nullptr removes it.
 void set_before_park_sleep(void (*hook)()) noexcept;
 
-/// Called in release_poll_right() by a worker that took right_wanted_ and whose wake for it
-/// (notify_parked) woke nobody, before it stores the wish back. nullptr removes it.
+/// Called in release_poll_right() by a worker that saw right_wanted_ set and whose wake for it
+/// (notify_parked) woke nobody; the wish stays. nullptr removes it.
 void set_release_unwoken(void (*hook)()) noexcept;
 
 /// Called in release_poll_right() by a worker whose wake for right_wanted_ woke a sleeper,
