@@ -1,5 +1,11 @@
 #include "event_pool_claims.hpp"
 
+#include <new>
+
+#if defined(_WIN32)
+#include <windows.h>
+#endif
+
 namespace arbor::sched::detail {
 namespace {
 
@@ -8,10 +14,35 @@ namespace {
 // that no longer exists. Trivially destructible, so it outlives every destructor.
 constinit thread_local bool t_table_gone = false;
 
-PoolClaimTable& table() noexcept {
-  thread_local PoolClaimTable instance;  // destroyed at thread exit: returns the caches
-  return instance;
+#if defined(_WIN32)
+// Not a thread_local table: mingw-w64 keeps thread_local objects in emutls storage, which libgcc
+// frees at thread exit from a winpthreads key destructor that runs before the one libstdc++
+// registered for the object's destructor, so ~PoolClaimTable walked freed memory (a heap
+// corruption under wine when an EventPool test's thread exited). A fiber-local slot's callback
+// runs at thread exit before either of them, with the table itself as its argument.
+void WINAPI delete_table(void* table) noexcept {
+  delete static_cast<PoolClaimTable*>(table);
 }
+
+// The calling thread's table, or nullptr if none can be had (its claims then fail, and the
+// pool's shared list serves it).
+PoolClaimTable* table() noexcept {
+  static const DWORD slot = ::FlsAlloc(&delete_table);
+  if (slot == FLS_OUT_OF_INDEXES) return nullptr;
+  if (auto* t = static_cast<PoolClaimTable*>(::FlsGetValue(slot))) return t;
+  auto* t = new (std::nothrow) PoolClaimTable;
+  if (t != nullptr && !::FlsSetValue(slot, t)) {
+    delete t;
+    return nullptr;
+  }
+  return t;
+}
+#else
+PoolClaimTable* table() noexcept {
+  thread_local PoolClaimTable instance;  // destroyed at thread exit: returns the caches
+  return &instance;
+}
+#endif
 
 }  // namespace
 
@@ -32,15 +63,16 @@ PoolClaimTable::~PoolClaimTable() {
 bool record_pool_claim(const std::shared_ptr<EventPool::State>& state,
                        EventPool::Cache* cache) noexcept {
   if (t_table_gone) return false;
-  PoolClaimTable& t = table();
-  for (PoolClaim& claim : t.claims) {
+  PoolClaimTable* t = table();
+  if (t == nullptr) return false;
+  for (PoolClaim& claim : t->claims) {
     // An unused entry, or the claim of a pool that is gone (whose state freed the items of the
     // cache it names: nothing to give back).
     if (claim.pool_id != 0 && !claim.state.expired()) continue;
     claim.pool_id = state->id;
     claim.cache = cache;
     claim.state = state;
-    t_pool_claims = &t;
+    t_pool_claims = t;
     return true;
   }
   return false;
