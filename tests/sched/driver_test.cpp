@@ -364,12 +364,18 @@ class GatedDriver final : public Driver {
   sync::FutexWord word_{0};
 };
 
-// The hooks of the wish race below: hold the first parker before P1 and the first release
-// whose wake for right_wanted_ woke nobody, and count the parkers about to sleep.
+// The hooks of the wish races below. Each `hold` state: 0 armed, 1 the first thread to reach
+// the hook is held there, 2 let go (later threads pass).
 namespace wish_race {
-std::atomic<int> counting{0};  // 0 armed, 1 a parker is held before P1, 2 let go
-std::atomic<int> unwoken{0};   // 0 armed, 1 a release whose wake declined is held, 2 let go
-std::atomic<int> sleeping{0};  // parkers that reached P4
+std::atomic<int> counting{0};  // a parker, before P1
+std::atomic<int> unwoken{0};   // a release whose wake for right_wanted_ woke nobody
+std::atomic<int> woke{0};      // a release whose wake woke a sleeper, before it clears the wish
+std::atomic<int> woken{0};     // a worker just woken from P4
+std::atomic<int> sleeping{0};  // parkers that reached P4 (a count, nobody held)
+void reset() {
+  for (auto* state : {&counting, &unwoken, &woke, &woken, &sleeping})
+    state->store(0);
+}
 void hold(std::atomic<int>& state) {
   int armed = 0;
   if (!state.compare_exchange_strong(armed, 1)) return;
@@ -382,8 +388,19 @@ void hold_counting() {
 void hold_unwoken() {
   hold(unwoken);
 }
+void hold_woke() {
+  hold(woke);
+}
+void hold_woken() {
+  hold(woken);
+}
 void note_sleeping() {
   sleeping.fetch_add(1);
+}
+// An item's body that waits for `flag` (a long item, until the test ends it).
+void until(const std::atomic<bool>& flag) {
+  while (!flag.load())
+    std::this_thread::yield();
 }
 }  // namespace wish_race
 
@@ -406,18 +423,14 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
   std::atomic<bool> go_b{false}, go_c{false}, z_ends{false}, ends{false};
   std::atomic<int> started{0}, looked{0};
   Countdown done(3);
-  auto until = [](const std::atomic<bool>& flag) {
-    while (!flag.load())
-      std::this_thread::yield();
-  };
   auto looker = [&](std::atomic<bool>& go) {
     return [&, go = &go](Disposition d) {
       if (d == Disposition::run) {
         started.fetch_add(1);
-        until(*go);
+        wish_race::until(*go);
         Scheduler::current()->poll_driver();
         looked.fetch_add(1);
-        until(ends);  // a long item
+        wish_race::until(ends);  // a long item
       }
       done.count_down();
     };
@@ -426,13 +439,11 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
   FnItem z([&](Disposition d) {
     if (d == Disposition::run) {
       started.fetch_add(1);
-      until(z_ends);
+      wish_race::until(z_ends);
     }
     done.count_down();
   });
-  wish_race::counting = 0;
-  wish_race::unwoken = 0;
-  wish_race::sleeping = 0;
+  wish_race::reset();
   ASSERT_TRUE(s.submit(b));
   ASSERT_TRUE(s.submit(c));
   ASSERT_TRUE(s.submit(z));
@@ -468,28 +479,6 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
                           "items (the wish for the right was lost between two releases)";
 }
 
-// The hooks of the second wish race below: hold the first release that woke a sleeper for
-// right_wanted_ (before it clears the wish), the first worker woken from the semaphore, and
-// the first parker before P1; count the parkers about to sleep.
-namespace wish_clear {
-std::atomic<int> woke{0};       // 0 armed, 1 a release that woke a sleeper is held, 2 let go
-std::atomic<int> woken{0};      // 0 armed, 1 a worker woken from P4 is held, 2 let go
-std::atomic<int> counting{0};   // 0 armed, 1 a parker is held before P1, 2 let go
-std::atomic<int> sleeping{0};   // parkers that reached P4
-void hold_woke() {
-  wish_race::hold(woke);
-}
-void hold_woken() {
-  wish_race::hold(woken);
-}
-void hold_counting() {
-  wish_race::hold(counting);
-}
-void note_sleeping() {
-  sleeping.fetch_add(1);
-}
-}  // namespace wish_clear
-
 // Catches a wish for the poll right (D0) made by one worker while a release clears the wish of
 // another that it has just woken: the release's clear erases both, so the second wisher sleeps
 // on the semaphore while the woken worker, which found an item instead of parking, and the
@@ -509,12 +498,10 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
   FnItem b([&](Disposition d) {
     if (d == Disposition::run) {
       started.fetch_add(1);
-      while (!go_b.load())
-        std::this_thread::yield();
+      wish_race::until(go_b);
       Scheduler::current()->poll_driver();
       looked.fetch_add(1);
-      while (!ends.load())  // a long item
-        std::this_thread::yield();
+      wish_race::until(ends);  // a long item
     }
     done.count_down();
   });
@@ -522,8 +509,7 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
     if (d == Disposition::run) {
       Scheduler::current()->poll_driver();
       looked.fetch_add(1);
-      while (!ends.load())  // a long item
-        std::this_thread::yield();
+      wish_race::until(ends);  // a long item
     }
     done.count_down();
   });
@@ -531,17 +517,13 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
     return [&, flag = &flag](Disposition d) {
       if (d == Disposition::run) {
         started.fetch_add(1);
-        while (!flag->load())
-          std::this_thread::yield();
+        wish_race::until(*flag);
       }
       done.count_down();
     };
   };
   FnItem z(until_then_end(z_ends)), c(until_then_end(c_ends));
-  wish_clear::woke = 0;
-  wish_clear::woken = 0;
-  wish_clear::counting = 0;
-  wish_clear::sleeping = 0;
+  wish_race::reset();
   ASSERT_TRUE(s.submit(b));
   ASSERT_TRUE(s.submit(c));
   ASSERT_TRUE(s.submit(z));
@@ -549,25 +531,25 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
   ASSERT_TRUE(s.attach_driver(driver));  // everyone runs an item: nobody is in the driver
   go_b = true;
   ASSERT_TRUE(eventually([&] { return driver.looks() == 1; })) << "b did not take the right";
-  test_hooks::set_before_park_sleep(&wish_clear::note_sleeping);
-  test_hooks::set_after_park_wake(&wish_clear::hold_woken);
-  test_hooks::set_release_woke(&wish_clear::hold_woke);
+  test_hooks::set_before_park_sleep(&wish_race::note_sleeping);
+  test_hooks::set_after_park_wake(&wish_race::hold_woken);
+  test_hooks::set_release_woke(&wish_race::hold_woke);
   z_ends = true;  // A runs out of work while B holds the right: D0, then it sleeps
-  ASSERT_TRUE(eventually([&] { return wish_clear::sleeping.load() == 1; })) << "A did not sleep";
+  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 1; })) << "A did not sleep";
   driver.open(1);  // B's release: its wake wakes A; B is held before it clears the wish
-  ASSERT_TRUE(eventually([&] { return wish_clear::woke.load() == 1; }))
+  ASSERT_TRUE(eventually([&] { return wish_race::woke.load() == 1; }))
       << "B's release found no wish, or woke nobody";
-  ASSERT_TRUE(eventually([&] { return wish_clear::woken.load() == 1; })) << "A was not woken";
+  ASSERT_TRUE(eventually([&] { return wish_race::woken.load() == 1; })) << "A was not woken";
   ASSERT_TRUE(s.submit(y));  // A counts as searching: no wake
-  wish_clear::woken = 2;     // A runs y, whose look takes the right
+  wish_race::woken = 2;      // A runs y, whose look takes the right
   ASSERT_TRUE(eventually([&] { return driver.looks() == 2; })) << "y did not take the right";
-  test_hooks::set_before_park_count(&wish_clear::hold_counting);
+  test_hooks::set_before_park_count(&wish_race::hold_counting);
   c_ends = true;  // C runs out of work while A holds the right: D0
-  ASSERT_TRUE(eventually([&] { return wish_clear::counting.load() == 1; })) << "C did not park";
-  wish_clear::woke = 2;  // B clears the wish and runs on
+  ASSERT_TRUE(eventually([&] { return wish_race::counting.load() == 1; })) << "C did not park";
+  wish_race::woke = 2;  // B clears the wish and runs on
   ASSERT_TRUE(eventually([&] { return looked.load() == 1; }));
-  wish_clear::counting = 2;  // C: P1, the right taken (by A) at P2, nothing queued: P4
-  ASSERT_TRUE(eventually([&] { return wish_clear::sleeping.load() == 2; })) << "C did not sleep";
+  wish_race::counting = 2;  // C: P1, the right taken (by A) at P2, nothing queued: P4
+  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 2; })) << "C did not sleep";
   driver.open(2);  // A's release: C's wish must still be set, and C asleep: wakes it
   ASSERT_TRUE(eventually([&] { return looked.load() == 2; }));
   const bool watched = eventually([&] { return driver.in_kernel(); }, std::chrono::seconds(2));
