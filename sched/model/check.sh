@@ -202,6 +202,14 @@ RACE=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=1 -DBUSY_S
 check stranded "D0, 3 workers, two long items, before the fix: strands a completion" \
   "${RACE[@]}" -DBUGGY_WISH_RACE -- --
 check pass "D0, 3 workers, two long items, safety" "${RACE[@]}" -- --
+# right_wanted_ as a bool cleared by a store after a wake (-DBUGGY_WISH_STORE): long items that
+# look at the driver first (poll_driver()) erase a wish made while a release wakes, and must
+# fail. The count does not pass this scenario either (see the model's WHAT THE D0 RUNS FOUND:
+# one wake clears every wish it saw; -DWISH_EXACT: the count's ABA), so it has no pass check.
+LOOK=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=2 -DBUSY_START
+  -DLONG_QUEUED=1 -DLONG_IO=1 -DLOOK_LONG)
+check stranded "D0, 3 workers, long items look first, the wish cleared by a store: strands" \
+  "${LOOK[@]}" -DBUGGY_WISH_STORE -- --
 
 # release_poll_right()'s store under x86-TSO: seq_cst passes, a release store strands the parker.
 MODEL=poll_right_release.pml

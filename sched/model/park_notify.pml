@@ -30,7 +30,8 @@
  *                (submit, prefer_local), the rest to global_ with a notify (submit_batch),
  *                then the deferred decision, as at an item's end.
  *   D0           park(): a parker that did not get the right but saw a driver (saw_driver,
- *                the code's second look at driver_) stores right_wanted_ (wanted) and looks
+ *                the code's second look at driver_) adds one to right_wanted_ (wanted, a count
+ *                of wishes, so a release can tell a wish made after its load) and looks
  *                again: an exchange on the right (and, with DETACH, the re-look), which may
  *                make it the holder after all (its own wish then stays set, as in the code).
  *   D1           park(): a worker that takes the right sets the driver bit in the P1 step.
@@ -38,8 +39,11 @@
  *                driver sees one now; FIX_ATTACH) and right_freed (a parker that saw the right
  *                taken sees it free now, and a driver), each taken as queued work (P3); then
  *                anything_queued().
- *   release      release_poll_right(), after its store: if wanted (a load), take the wish (an
- *                exchange), notify_parked(&woke), and store wanted again if nobody was woken.
+ *   release      release_poll_right(), after its store: load wanted; if non-zero,
+ *                notify_parked(&woke), and if it woke a sleeper, clear the wishes it saw by a
+ *                compare-exchange from the count loaded (it fails, and the count stays, if a
+ *                worker wished meanwhile). By default the count is abstracted (see WISH_EXACT
+ *                below the comments); -DWISH_EXACT models it exactly, bounded.
  *                Every release in the model goes through it (polls, P3, D3, a re-look that
  *                finds no driver).
  *   reaper wake  wait_in_driver(), after D3, dispatch() and the release: if idle_state_ counts
@@ -63,7 +67,7 @@
  *                concurrently; the holder's reload of driver_ in wait_in_driver() and
  *                poll_without_waiting() is checked (assert), and every use of the driver after
  *                detach_driver() returned.
- *   Not modelled: poll_driver() (from inside an item), timers' timeouts (a wait that returns
+ *   Not modelled: poll_driver() (from inside an item; but see -DLOOK_LONG), timers' timeouts (a wait that returns
  *   with nothing is covered by the stale unpark flag), stop(), spares and blocking regions
  *   (blocked_ = 0 and started_ = N, so S3's "enough awake" is unparked >= N).
  *
@@ -80,6 +84,9 @@
  *                  one it runs next) are long: whoever takes one runs it for ever (label
  *                  end_long), an item longer than anything else in the scenario. So the
  *                  others must watch the kernel meanwhile: D0 and the reaper's wake.
+ *   -DLOOK_LONG    a long item first calls poll_driver(): takes the right if free, wait(0),
+ *                  dispatches (its wake decision deferred to an end it never reaches), and
+ *                  releases the right; then runs for ever.
  *   -DBUSY_START   every worker that starts idle starts as if it had just run an item: it may
  *                  poll the driver first (a busy poll, whose holder is not searching).
  *   -DLONG_QUEUED=k (with BUSY_START) the item workers 0..k-1 just ran queued one long item
@@ -207,7 +214,7 @@
  *   it. B and C run their long items; A sleeps on the semaphore; nobody holds the right until
  *   a long item ends, so completions wait for it: what D0 exists to prevent. The restore
  *   cannot help, since the wish is off while B's wake looks, and right_freed cannot, since C
- *   holds the right while A looks. The fix, now the code's and the model's default: the
+ *   holds the right while A looks. The fix (then; see the count below): the
  *   release leaves the wish set while it wakes, and clears it only if it woke a sleeper
  *     if (right_wanted_.load(seq_cst)) { bool woke = false; notify_parked(&woke);
  *                                        if (woke) right_wanted_.store(false, seq_cst); }
@@ -218,6 +225,25 @@
  *   instead of BUSY_START (-DPRODUCED=1, 9 million).
  *   SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases (tests/sched/driver_test.cpp)
  *   forces the race with test hooks.
+ *   That store of false after a wake (-DBUGGY_WISH_STORE; right_wanted_ a bool) erases a wish
+ *   made by another worker between the release's load and its store: found only with long
+ *   items that look at the driver first (-DLOOK_LONG, poll_driver() inside the item), the
+ *   check.sh LOOK scenario, 1.07 million states, 2.5 s (SchedulerDriver.AWishMadeWhileARelease
+ *   ClearsAnotherSurvives forces it). The code now counts wishes (fetch_add) and clears them by
+ *   compare-exchange from the count loaded. That does NOT pass the LOOK scenario:
+ *   - -DWISH_EXACT (the count itself): its ABA. A release loads 2 (stale wishes); another
+ *     release clears them; W wishes (1), is woken by the first release, wishes again (2): the
+ *     first release's compare-exchange from 2 succeeds and erases W's new wish, W sleeps while
+ *     the two releasers run long items (4.2 million states, 6 s, WISH_MAX=12; with exact
+ *     counts the other driver runs reach WISH_MAX=15, so it is not the default).
+ *   - the default, a count without ABA (a compare-exchange that fails after any change since
+ *     the load): one wake clears every wish the release saw. B's release loads 1 after C and
+ *     A both wished (A before its P1), wakes C, clears; C, woken, steals a long item whose look
+ *     takes the right; A sleeps (right taken at its recheck); C's look releases with no wish;
+ *     B and C run long (31.8 million states, 105 s, 3.2 GB: too big for check.sh).
+ *   So a wake must serve one wish only, or the woken worker must take the right over even if
+ *   it finds an item; both are for the code to decide. check.sh runs the LOOK scenario only
+ *   for -DBUGGY_WISH_STORE.
  *
  * HOW TO RUN: `make model` (sched/model/check.sh, which works in a temporary directory):
  *   spin -a -DWORKERS=2 park_notify.pml && cc -O2 -o pan pan.c && ./pan -m100000
@@ -225,7 +251,9 @@
  *   -DOLD_PROTOCOL (to spin) for the old park(); -DPRODUCED=n, -DSPAWN=n change the workload;
  *   -DDRIVER (-DIO=n, -DNO_LONG_ITEM, -DASLEEP=n, -DLONG_IO=k, -DBUSY_START, -DLONG_QUEUED=k),
  *   -DATTACH, -DDETACH add the driver; -DBUGGY_NO_WANTED, -DBUGGY_RELEASE,
- *   -DBUGGY_NO_RIGHT_RECHECK, -DBUGGY_NO_REAPER_WAKE take a step of D0 out; -DBUGGY_WISH_RACE.
+ *   -DBUGGY_NO_RIGHT_RECHECK, -DBUGGY_NO_REAPER_WAKE take a step of D0 out; -DBUGGY_WISH_RACE,
+ *   -DBUGGY_WISH_STORE (right_wanted_ a bool, as before the count); -DWISH_EXACT
+ *   (-DWISH_MAX=n) the count itself; -DLOOK_LONG long items call poll_driver() first.
  *   The old protocol's livelock: cc -DNP ... && ./pan -m100000 -l -f -A (-A: skip the asserts).
  *   Replay a counterexample: spin -t [same -D flags] park_notify.pml prints its interleaving
  *   as one line per step ("w1 P1 parks -> idle_state_ (...)"; w<i> worker i, x<N> producer,
@@ -271,6 +299,25 @@
 #if LONG_IO > 0 || LONG_QUEUED > 0
 #define LONGS
 #endif
+/* right_wanted_'s count. By default the model keeps only what a count without ABA would tell
+   its readers: whether it is non-zero (wanted 0 or 1), and, for each release between its load
+   and its compare-exchange, whether the count changed since (rel[i]: 0 no release in flight,
+   1 unchanged, 2 changed): a wish or another release's clear. Exact counts grow with every
+   park on the long paths of the driver runs (past 15 within 2 workers), too many states.
+   -DWISH_EXACT models the code's count itself, bounded (a wish that would reach WISH_MAX fails
+   an assertion), for the scenario that shows its ABA (see WHAT THE D0 RUNS FOUND). */
+#ifndef WISH_MAX
+#define WISH_MAX 15
+#endif
+#define CHANGED \
+  if :: rel[0] == 1 -> rel[0] = 2 :: else -> skip fi; \
+  if :: rel[1] == 1 -> rel[1] = 2 :: else -> skip fi; \
+  if :: rel[2] == 1 -> rel[2] = 2 :: else -> skip fi
+/* The code before the count (right_wanted_ a bool: D0 stores true, the release stores false
+   after a wake; and, before that, the wish race's exchange and restore). */
+#if defined(BUGGY_WISH_STORE) || defined(BUGGY_WISH_RACE)
+#define WISH_BOOL
+#endif
 
 /* idle_state_: (unparked, searching). All N workers but the last ASLEEP start awake, none
    searching; those start asleep in P4. */
@@ -307,7 +354,8 @@ bool unpark_flag = false;  /* the driver's sticky unpark (an eventfd's count) */
 byte io_left = IO;      /* completions the IO source has yet to produce */
 byte io_ready = 0;      /* completions ready in the kernel, not reaped by any wait yet */
 byte unparkers = 0;     /* unparkers_ */
-bool wanted = false;    /* right_wanted_ (D0) */
+byte wanted = 0;        /* right_wanted_ (D0): a count of wishes (see WISH_EXACT) */
+byte rel[3];            /* each release's view of the count since its load (see WISH_EXACT) */
 byte long_left = LONG_IO;  /* reaped items still to be made long (see LONG_IO) */
 byte longq[3];          /* long items queued in lq[i] */
 /* ghost state */
@@ -506,32 +554,58 @@ inline item_end() {
 #define SAW_DRV true
 #endif
 
-/* release_poll_right(): the store (seq_cst), then D0's other half. A wish (right_wanted_) is
-   looked at (seq_cst load), a sleeper woken by S3's rule (notify_parked(&woke)), and the wish
-   cleared only if one was. */
+/* release_poll_right(): the store (seq_cst), then D0's other half. The wishes (right_wanted_)
+   are looked at (seq_cst load), a sleeper woken by S3's rule (notify_parked(&woke)), and the
+   wishes seen cleared only if one was: a compare-exchange from the count loaded, which fails,
+   leaving the count for the next release, if a worker wished meanwhile. */
 inline release_right() {
   atomic {
     right = false; holder = false; nholders--; rholder = 0;
     printf("w%d releases the poll right\n", me)
   };
 #ifndef BUGGY_WISH_RACE
-  /* The wish stays set while its release looks for a sleeper, and is cleared only once one was
-     woken (see WHAT THE D0 RUNS FOUND); -DBUGGY_RELEASE clears it even when nobody was. */
+  /* The wishes stay counted while their release looks for a sleeper, and only those it saw are
+     cleared, once one was woken (see WHAT THE D0 RUNS FOUND); -DBUGGY_RELEASE clears them even
+     when nobody was; -DBUGGY_WISH_STORE is the bool's store of false, which also clears a wish
+     made after the load. */
   if
-  :: wanted ->                                   /* right_wanted_.load(seq_cst) */
+  :: atomic {                                   /* wishes = right_wanted_.load(seq_cst) */
+       wanted != 0 -> seen = wanted;
+#ifndef WISH_EXACT
+       rel[me] = 1
+#endif
+     };
      notify_woke();
      atomic {
        if
-       :: woke -> wanted = false;                /* right_wanted_.store(false) */
+#ifdef BUGGY_WISH_STORE
+       :: woke -> wanted = 0;                    /* right_wanted_.store(false) */
           printf("w%d release: woke a sleeper for right_wanted_, clears it\n", me)
+#else
+       :: woke ->                                /* right_wanted_.compare_exchange(wishes, 0) */
+          if
+#ifdef WISH_EXACT
+          :: wanted == seen -> wanted = 0;
+#else
+          :: rel[me] == 1 -> wanted = 0; CHANGED;
+#endif
+             printf("w%d release: woke a sleeper for right_wanted_ (%d), clears it\n", me, seen)
+          :: else ->
+             printf("w%d release: woke a sleeper; right_wanted_ %d, not %d: stays\n", me,
+                    wanted, seen)
+          fi
+#endif
 #ifdef BUGGY_RELEASE
-       :: else -> wanted = false;
+       :: else -> wanted = 0;
           printf("w%d release: nobody woken, clears right_wanted_ anyway\n", me)
 #else
        :: else -> printf("w%d release: nobody woken, right_wanted_ stays\n", me)
 #endif
        fi;
-       woke = false
+       woke = false; seen = 0;
+#ifndef WISH_EXACT
+       rel[me] = 0
+#endif
      }
   :: else -> skip
   fi
@@ -539,10 +613,10 @@ inline release_right() {
   /* The code before the fix: the wish taken (exchange), a sleeper woken, the wish restored
      if none was. */
   if
-  :: wanted ->                                   /* right_wanted_.load(seq_cst) */
+  :: wanted != 0 ->                              /* right_wanted_.load(seq_cst) */
      atomic {                                    /* right_wanted_.exchange(false) */
        if
-       :: wanted -> wanted = false; wish = true;
+       :: wanted != 0 -> wanted = 0; wish = true;
           printf("w%d release: takes right_wanted_, wakes a sleeper to take the right\n", me)
        :: else -> skip
        fi
@@ -553,7 +627,7 @@ inline release_right() {
         atomic {
 #ifndef BUGGY_RELEASE
           if
-          :: !woke -> wanted = true;             /* right_wanted_.store(true) */
+          :: !woke -> wanted = 1;                /* right_wanted_.store(true) */
              printf("w%d release: nobody woken, right_wanted_ restored\n", me)
           :: else -> skip
           fi;
@@ -635,10 +709,9 @@ inline reap() {
 #define RELOAD_DRIVER
 #endif
 
-/* Driver::dispatch() as dispatch() runs it: the first completion to our own local queue, its
-   wake decision deferred (submit, prefer_local); the rest to global_ (submit_batch: S1 and a
-   notify); then the deferred decision, as at an item's end. */
-inline dispatch() {
+/* Driver::dispatch(): the first completion to our own local queue, its wake decision deferred
+   (submit, prefer_local); the rest to global_ (submit_batch: S1 and a notify). */
+inline driver_dispatch() {
   if
   :: r > 0 ->
      atomic {
@@ -657,10 +730,16 @@ inline dispatch() {
         atomic { gq = gq + r; printf("w%d dispatch: S1 pushes %d to global_\n", me, r); r = 0 };
         notify()
      :: else -> skip
-     fi;
-     item_end()
+     fi
   :: else -> skip
   fi
+}
+
+/* dispatch(), outside any item: Driver::dispatch(), then the deferred decision, as at an
+   item's end. */
+inline dispatch() {
+  driver_dispatch();
+  item_end()
 }
 
 /* poll_without_waiting(): wait(0) and dispatch, by the right's holder. */
@@ -669,6 +748,22 @@ inline poll() {
   atomic { reap(); printf("w%d wait(0) reaps %d\n", me, r) };
   dispatch()
 }
+
+#ifdef LOOK_LONG
+/* poll_driver() from inside a long item: poll_without_waiting(inside_item), whose dispatch
+   leaves the deferred decision to the item's end, which a long item never reaches. */
+inline look() {
+  take_right();
+  if
+  :: holder ->
+     RELOAD_DRIVER
+     atomic { reap(); printf("w%d poll_driver: wait(0) reaps %d\n", me, r) };
+     driver_dispatch();
+     release_right()
+  :: else -> skip
+  fi
+}
+#endif
 
 /* After an item: every kPollInterval items (any item here), if the right is free. */
 inline busy_poll() {
@@ -690,6 +785,7 @@ active [N] proctype worker() {
 #ifdef DRIVER
   bool s_d, to_drv, d_seen, holder, saw_drv, polled, wish;
   byte r;            /* completions reaped, not yet dispatched */
+  byte seen;         /* release_poll_right()'s load of right_wanted_ */
 #endif
 #ifdef LONGS
   bool mylong;       /* took a long item */
@@ -803,7 +899,11 @@ progress_took:
   fi;
 #ifdef LONGS
   if
-  :: mylong -> atomic { printf("w%d runs a long item, for ever\n", me); goto end_long }
+  :: mylong ->
+#ifdef LOOK_LONG
+     look();                                     /* its poll_driver(), then for ever */
+#endif
+     atomic { printf("w%d runs a long item, for ever\n", me); goto end_long }
   :: else -> skip
   fi;
 #endif
@@ -831,7 +931,19 @@ park:
   if
   :: !holder && SAW_DRV ->                       /* D0: the right is taken */
 #ifndef BUGGY_NO_WANTED
-     atomic { wanted = true; printf("w%d D0 right taken: right_wanted_ = true\n", me) };
+     atomic {
+#ifdef WISH_BOOL
+       wanted = 1; printf("w%d D0 right taken: right_wanted_ = true\n", me)
+#else
+#ifdef WISH_EXACT
+       assert(wanted < WISH_MAX);                /* the model's bound, not the code's */
+       wanted++;                                 /* right_wanted_.fetch_add(1) */
+#else
+       wanted = 1; CHANGED;                      /* right_wanted_.fetch_add(1) */
+#endif
+       printf("w%d D0 right taken: right_wanted_ += 1 -> %d\n", me, wanted)
+#endif
+     };
 #endif
      atomic {                                    /* and look again: poll_right_.exchange(true) */
        if
