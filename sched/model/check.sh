@@ -21,6 +21,8 @@
 #     semaphore and nobody holds the right;
 #   - the wish race (3 workers, two long items; see the model's "WHAT THE D0 RUNS FOUND"): the
 #     code must pass, the code before its fix (-DBUGGY_WISH_RACE) must fail;
+#   - long items that look into the driver first (-DLOOK_LONG): the wish as a bool cleared by a
+#     store must fail, and so, for now, does the code's count (a known gap, see below);
 #   - poll_right_release.pml: release_poll_right()'s seq_cst store must pass under x86-TSO,
 #     a release store (-DRELEASE_STORE) must strand the parker.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
@@ -210,6 +212,12 @@ LOOK=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=2 -DBUSY_S
   -DLONG_QUEUED=1 -DLONG_IO=1 -DLOOK_LONG)
 check stranded "D0, 3 workers, long items look first, the wish cleared by a store: strands" \
   "${LOOK[@]}" -DBUGGY_WISH_STORE -- --
+# A KNOWN GAP of the code as it is (right_wanted_ a count cleared by compare-exchange after a
+# wake): the exact count's ABA strands a completion here too. Expected to fail until the wish
+# protocol is redesigned (one wake serving one wish, or counters that only grow); then this
+# becomes a pass check.
+check stranded "KNOWN GAP: D0, 3 workers, long items look first, the code's count: strands" \
+  "${LOOK[@]}" -DWISH_EXACT -DWISH_MAX=12 -- --
 
 # release_poll_right()'s store under x86-TSO: seq_cst passes, a release store strands the parker.
 MODEL=poll_right_release.pml

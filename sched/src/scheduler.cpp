@@ -700,6 +700,14 @@ void Scheduler::release_poll_right() noexcept {
   // The clear is a compare-exchange from the value we saw: a wish made by another worker after
   // our load changed the count, and then stays for the next release (before, a plain store of
   // false erased it with ours: SchedulerDriver.AWishMadeWhileAReleaseClearsAnotherSurvives).
+  // KNOWN GAPS (sched/model/park_notify.pml, WHAT THE D0 RUNS FOUND; check.sh's LOOK runs):
+  // one wake clears every wish this release saw, though the woken worker may find an item and
+  // take the right only for a look, so a second wisher can sleep while two holders run long
+  // items; and the count's ABA (reset to 0 by another release, then back to the value we saw)
+  // lets the compare-exchange erase a newer wish. Both need three workers, long items that look
+  // into the driver first, and a precise interleaving; the cost is IO waiting for a long item to
+  // end. The fix is a different wish protocol (a wake serving one wish, or counters that only
+  // grow), to be model-checked before it replaces this one.
   if (std::uint64_t wishes = right_wanted_.load(std::memory_order_seq_cst); wishes != 0) {
     bool woke = false;
     notify_parked(&woke);
