@@ -90,14 +90,19 @@ Result<DescriptorRef> IocpEngine::attach(Handle handle) noexcept {
   if (::CreateIoCompletionPort(reinterpret_cast<HANDLE>(s), port,
                                reinterpret_cast<ULONG_PTR>(&d), 0) == nullptr)
     failed = {static_cast<int>(::GetLastError()), std::system_category()};
-  const bool skip = !failed && ::SetFileCompletionNotificationModes(
-                                   reinterpret_cast<HANDLE>(s),
-                                   FILE_SKIP_COMPLETION_PORT_ON_SUCCESS |
-                                       FILE_SKIP_SET_EVENT_ON_HANDLE) != FALSE;
+  // Only for a socket whose provider hands out real kernel handles (IFS): a layered provider
+  // that is not IFS may complete a call at once and post its packet anyway (libuv checks the
+  // same flag).
+  const bool ifs = (info.dwServiceFlags1 & XP1_IFS_HANDLES) != 0;
+  const bool skip = !failed && ifs &&
+                    ::SetFileCompletionNotificationModes(
+                        reinterpret_cast<HANDLE>(s),
+                        FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) !=
+                        FALSE;
   if (!failed && !skip && skip_on_success_.exchange(false, std::memory_order_relaxed))
-    log::info("iocp: a socket refused FILE_SKIP_COMPLETION_PORT_ON_SUCCESS ({}); its immediate "
+    log::info("iocp: a socket {} FILE_SKIP_COMPLETION_PORT_ON_SUCCESS ({}); its immediate "
               "completions go through the port",
-              ::GetLastError());
+              ifs ? "refused" : "has a non-IFS provider, so no", ifs ? ::GetLastError() : 0);
   if (!failed && info.iSocketType == SOCK_DGRAM) {
     // A datagram socket whose earlier send met an ICMP port-unreachable would otherwise fail
     // its next receive with WSAECONNRESET, which POSIX sockets never do for an unconnected one.
