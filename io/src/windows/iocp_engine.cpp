@@ -68,8 +68,8 @@ Result<DescriptorRef> IocpEngine::attach(Handle handle) noexcept {
   const SOCKET s = socket_of(handle);
   WSAPROTOCOL_INFOW info{};
   int info_size = sizeof info;
-  if (::getsockopt(s, SOL_SOCKET, SO_PROTOCOL_INFOW, reinterpret_cast<char*>(&info),
-                   &info_size) != 0) {
+  if (::getsockopt(s, SOL_SOCKET, SO_PROTOCOL_INFOW, reinterpret_cast<char*>(&info), &info_size) !=
+      0) {
     const auto error = windows::last_socket_error();
     close_handle(handle);
     return error;
@@ -87,8 +87,8 @@ Result<DescriptorRef> IocpEngine::attach(Handle handle) noexcept {
   // (a system call both threads make; Windows orders them).
   const HANDLE port = ports_[static_cast<std::size_t>(d.poller)].port;
   std::error_code failed;
-  if (::CreateIoCompletionPort(reinterpret_cast<HANDLE>(s), port,
-                               reinterpret_cast<ULONG_PTR>(&d), 0) == nullptr)
+  if (::CreateIoCompletionPort(reinterpret_cast<HANDLE>(s), port, reinterpret_cast<ULONG_PTR>(&d),
+                               0) == nullptr)
     failed = {static_cast<int>(::GetLastError()), std::system_category()};
   // Only for a socket whose provider hands out real kernel handles (IFS): a layered provider
   // that is not IFS may complete a call at once and post its packet anyway (libuv checks the
@@ -96,13 +96,13 @@ Result<DescriptorRef> IocpEngine::attach(Handle handle) noexcept {
   const bool ifs = (info.dwServiceFlags1 & XP1_IFS_HANDLES) != 0;
   const bool skip = !failed && ifs &&
                     ::SetFileCompletionNotificationModes(
-                        reinterpret_cast<HANDLE>(s),
-                        FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE) !=
-                        FALSE;
+                        reinterpret_cast<HANDLE>(s), FILE_SKIP_COMPLETION_PORT_ON_SUCCESS |
+                                                         FILE_SKIP_SET_EVENT_ON_HANDLE) != FALSE;
   if (!failed && !skip && skip_on_success_.exchange(false, std::memory_order_relaxed))
-    log::info("iocp: a socket {} FILE_SKIP_COMPLETION_PORT_ON_SUCCESS ({}); its immediate "
-              "completions go through the port",
-              ifs ? "refused" : "has a non-IFS provider, so no", ifs ? ::GetLastError() : 0);
+    log::info(
+        "iocp: a socket {} FILE_SKIP_COMPLETION_PORT_ON_SUCCESS ({}); its immediate "
+        "completions go through the port",
+        ifs ? "refused" : "has a non-IFS provider, so no", ifs ? ::GetLastError() : 0);
   if (!failed && info.iSocketType == SOCK_DGRAM) {
     // A datagram socket whose earlier send met an ICMP port-unreachable would otherwise fail
     // its next receive with WSAECONNRESET, which POSIX sockets never do for an unconnected one.
@@ -154,8 +154,8 @@ bool IocpEngine::start(Operation& op) noexcept {
     --d.busy;
     if (finished) {
       d.slot[side] = nullptr;
-      op.result = issued.outcome == Issued::Outcome::failed ? issued.result
-                                                            : settle(d, op, issued.result);
+      op.result =
+          issued.outcome == Issued::Outcome::failed ? issued.result : settle(d, op, issued.result);
     } else if (d.slot[side] == &op &&
                (d.closed || cancelling() || op.cancel_requested.load(std::memory_order_relaxed))) {
       // A cancel or close that came while the call was being issued found nothing to cancel
@@ -301,8 +301,8 @@ Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler, const Engine
   auto engine = std::make_unique<IocpEngine>(scheduler, options);
   if (auto ec = engine->init()) return ec;
   if (announce)
-    log::info("engine: iocp, {}, batch {}, tree {}{}", describe_polling(options),
-              options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
+    log::info("engine: iocp, {}, batch {}, tree {}{}", describe_polling(options), options.max_batch,
+              options.max_tree, options.inline_completions ? ", inline" : "");
   return std::unique_ptr<Engine>(std::move(engine));
 }
 

@@ -25,10 +25,13 @@
 #pragma once
 
 // winsock2.h before windows.h (common/sockaddr.hpp says why); mswsock.h for AcceptEx & co.
+// The order matters, not the alphabet.
+// clang-format off
 #include <winsock2.h>
 #include <ws2tcpip.h>
 #include <mswsock.h>
 #include <windows.h>
+// clang-format on
 
 #include <atomic>
 #include <cstddef>

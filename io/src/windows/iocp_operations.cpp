@@ -4,7 +4,12 @@
 // completion reaches the socket's port unless it failed at once (no packet then) or succeeded
 // at once on a socket that skips the port on success. Whatever the kernel writes after the call
 // returns (receive flags, WSARecvFrom's address length, AcceptEx's addresses) lives in IocpOp.
+// winsock2.h before anything that includes windows.h (common/sockaddr.hpp says why).
+// The order matters, not the alphabet.
+// clang-format off
+#include <winsock2.h>
 #include <winternl.h>  // RtlNtStatusToDosError
+// clang-format on
 
 #include <algorithm>
 #include <cerrno>
@@ -108,8 +113,7 @@ Issued issue(Operation& op, const IocpDescriptor& d, const Extensions& ext) noex
         state.address_size = static_cast<INT>(Address::capacity());
         r = ::WSARecvFrom(s, &buffer, 1, &bytes, &state.flags,
                           op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr,
-                          op.address ? &state.address_size : nullptr, &state.overlapped,
-                          nullptr);
+                          op.address ? &state.address_size : nullptr, &state.overlapped, nullptr);
       }
       return outcome(r == 0, bytes, skip);
     }
@@ -131,18 +135,16 @@ Issued issue(Operation& op, const IocpDescriptor& d, const Extensions& ext) noex
     }
     case OpKind::send_to: {
       WSABUF buffer{clamp_length(op.size), static_cast<char*>(op.data)};
-      return outcome(::WSASendTo(s, &buffer, 1, &bytes, 0,
-                                 static_cast<const sockaddr*>(op.address->native()),
-                                 static_cast<int>(op.address->native_size()), &state.overlapped,
-                                 nullptr) == 0,
-                     bytes, skip);
+      return outcome(
+          ::WSASendTo(s, &buffer, 1, &bytes, 0, static_cast<const sockaddr*>(op.address->native()),
+                      static_cast<int>(op.address->native_size()), &state.overlapped, nullptr) == 0,
+          bytes, skip);
     }
     case OpKind::accept: {
       state.accepted = ::WSASocketW(d.family, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
                                     WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
       if (state.accepted == INVALID_SOCKET)
-        return {Issued::Outcome::failed,
-                negative_errno(static_cast<DWORD>(::WSAGetLastError()))};
+        return {Issued::Outcome::failed, negative_errno(static_cast<DWORD>(::WSAGetLastError()))};
       const BOOL ok = ext.accept_ex(s, state.accepted, state.addresses, 0, kAcceptAddressSlot,
                                     kAcceptAddressSlot, &bytes, &state.overlapped);
       Issued issued = outcome(ok != FALSE, bytes, skip);
@@ -185,8 +187,8 @@ std::int64_t finish(Operation& op, const IocpDescriptor& d, const Extensions& ex
         sockaddr* local = nullptr;
         sockaddr* peer = nullptr;
         INT local_size = 0, peer_size = 0;
-        ext.accept_ex_sockaddrs(state.addresses, 0, kAcceptAddressSlot, kAcceptAddressSlot,
-                                &local, &local_size, &peer, &peer_size);
+        ext.accept_ex_sockaddrs(state.addresses, 0, kAcceptAddressSlot, kAcceptAddressSlot, &local,
+                                &local_size, &peer, &peer_size);
         if (peer != nullptr && peer_size > 0 &&
             static_cast<std::uint32_t>(peer_size) <= Address::capacity())
           std::memcpy(op.address->native(), peer, static_cast<std::size_t>(peer_size));
