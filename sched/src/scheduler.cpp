@@ -82,6 +82,7 @@ constexpr bool driver_asleep(std::uint32_t s) noexcept {
 }
 
 std::atomic<void (*)()> inside_park_hook{nullptr};
+std::atomic<void (*)()> tail_clock_start_hook{nullptr};
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -89,12 +90,20 @@ constexpr std::uint32_t kGlobalQueueInterval = 61;
 
 // How many items a busy worker runs between two looks into the driver, so that completions do
 // not wait for a worker to run out of work (Tokio's event_interval; measured in
-// docs/benchmarks.md; ARBOR_POLL_INTERVAL exists only so perf/ can build other values side by side).
+// docs/benchmarks.md; ARBOR_POLL_INTERVAL exists only so perf/ can build other values side by
+// side).
 #ifndef ARBOR_POLL_INTERVAL
 #define ARBOR_POLL_INTERVAL 61
 #endif
 constexpr std::uint32_t kPollInterval = ARBOR_POLL_INTERVAL;
 static_assert(kPollInterval >= 1, "a busy worker must look into the driver at some interval");
+
+// How many items have left a worker's own queue (`local`) or the global queue so far. A timed
+// tail during which this moved for the queue its item went to saw queued work taken by another
+// worker (see submit()); conservative: an older item or another worker's global item counts too.
+std::uint64_t items_taken(const LocalQueue& own, const GlobalQueue& global, bool local) noexcept {
+  return local ? static_cast<std::uint64_t>(own.oldest_position()) : global.pops();
+}
 
 }  // namespace
 
@@ -120,8 +129,11 @@ struct Scheduler::Worker {
   // end, whether (and since when) its tail is being timed, and what recent items did.
   WorkItem* running = nullptr;
   bool notify_deferred = false;
+  bool first_woken = false;  // the running item's first queued item notified at once
   int blocking = 0;  // BlockingRegions open on this worker: it runs nothing queued until they end
   bool timing_tail = false;
+  bool tail_local = false;       // the timed item's first queued item went to `queue`
+  std::uint64_t tail_taken = 0;  // items_taken() of that queue just before it went in
   std::uint32_t samples = 0;
   std::uint64_t queued_at = 0;
   detail::TailHistory tails;
@@ -136,6 +148,10 @@ struct Scheduler::Worker {
 
 void test_hooks::set_inside_park(void (*hook)()) noexcept {
   inside_park_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_tail_clock_start(void (*hook)()) noexcept {
+  tail_clock_start_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
@@ -224,6 +240,8 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
       notify_parked();
       return true;
     }
+    // Read before the push, so that a worker taking the item right after it is seen (below).
+    const std::uint64_t taken = items_taken(w->queue, global_, prefer_local);
     if (prefer_local) {
       push_local(*w, &item);
     } else {
@@ -233,15 +251,23 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     // moment later, so waking a sleeper would cost a system call for nothing (and, on a busy
     // machine, can hand the waker's core to the sleeper). So the wake for a running item's
     // first queued item may be left to the item's end, but only on evidence: the item must
-    // have been timed before and have returned soon after queueing (TailHistory). An item
-    // never seen, or known to keep running, wakes a helper now: its work would otherwise wait
-    // for a tail of unknown length while a worker sleeps. A second item is a surplus and gets
-    // a helper now too. Searchers see a deferred item either way (steal_work()).
+    // have been timed before and have returned soon after queueing its first item, by itself
+    // (TailHistory). An item never seen, or known to keep running, wakes a helper now: its
+    // work would otherwise wait for a tail of unknown length while a worker sleeps. A second
+    // item is a surplus and gets a helper now too. Searchers see a deferred item either way
+    // (steal_work()).
+    //
+    // "By itself": a tail is timed from the first queued item to the item's return, and one
+    // during which another worker took from the queue that item went to counts as long
+    // (run_worker()). Such a tail may have been short only because the helper woken for it ran
+    // the work: a parent that waits for its child returns at once when it lost its core after
+    // the wake and the helper ran the child meanwhile. Taken as evidence, it would defer the
+    // parent's next child with nobody else awake, and the parent would wait for it forever.
     //
     // A global item is deferred only for a shorter tail than a local one: the report's
     // "queue the reply globally, then do housekeeping" hands the reply to everyone, and it may
     // not even be the next item this worker runs (others may be ahead of it in the queue).
-    if (w->notify_deferred) {
+    if (w->notify_deferred || w->first_woken) {
       notify_parked();
       return true;
     }
@@ -255,14 +281,19 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
     if (habit == detail::TailHistory::Habit::short_tail) {
       w->notify_deferred = true;
     } else {
+      w->first_woken = true;
       notify_parked();
     }
-    // Time this item's tail if it is unknown (so that its next run can be deferred), else on
-    // one run in eight: two clock reads per item would cost more than the habit is worth. The
-    // clock starts after the wake: its system call is the scheduler's cost, not the item's.
+    // Time this item's tail, from this its first queued item (later ones return above), if it
+    // is unknown (so that its next run can be deferred), else on one run in eight: two clock
+    // reads per item would cost more than the habit is worth. The clock starts after the wake:
+    // its system call is the scheduler's cost, not the item's.
     if (!w->timing_tail &&
         (habit == detail::TailHistory::Habit::unknown || (++w->samples & 7) == 0)) {
       w->timing_tail = true;
+      w->tail_local = prefer_local;
+      w->tail_taken = taken;
+      if (auto* hook = tail_clock_start_hook.load(std::memory_order_relaxed)) hook();
       w->queued_at = detail::cycle_ticks();
     }
     return true;
@@ -577,6 +608,7 @@ void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
   // does, its wake decision deferred: we run it next, so a wake is owed only for a surplus.
   w.running = nullptr;
   w.notify_deferred = false;
+  w.first_woken = false;
   driver.dispatch();
   if (w.notify_deferred) {
     w.notify_deferred = false;
@@ -599,8 +631,26 @@ Driver* Scheduler::try_take_poll_right() noexcept {
 }
 
 void Scheduler::release_poll_right() noexcept {
-  // Release (and seq_cst for D0): the driver's own state (what the last holder reaped, its
-  // buffers) passes to the next holder, whose exchange in try_take_poll_right() acquires it.
+  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
+  // next holder, whose exchange in try_take_poll_right() (or D0's in park()) acquires it, and
+  // to detach_driver()'s loads. That alone would need no more than release.
+  // seq_cst for D0, and it must stay so: it orders this store before our own load of
+  // right_wanted_ just below. They are one half of a Dekker pair whose other half is park()'s
+  // D0, `right_wanted_.store(true)` then `poll_right_.exchange(true)`, all four seq_cst: in
+  // their single total order either that exchange comes after this store (the parker takes
+  // the right) or its store of the wish comes before our load (we see it and wake a sleeper).
+  // With a release store our load could pass it (x86: the store waits in the store buffer,
+  // mov + mov), both sides would miss, and the parker would sleep on the semaphore with the
+  // right free and nobody in the kernel while we go on to run items. (Its recheck after P2,
+  // right_freed, does not cover that: it pairs with our S2 fence, which we reach only after
+  // seeing the wish.) A release store plus a seq_cst fence before the load costs the same
+  // (x86: mov + mfence against one xchg; AArch64 orders stlr before a later ldar already).
+  // What shows it: sched/model/poll_right_release.pml (`make model`), this handshake under
+  // x86-TSO, passes with this store and finds the stranded parker with a release store. Not
+  // park_notify.pml (D0 is not in it yet), nor ThreadSanitizer (it does not model store
+  // buffering), nor the tests of D0's effect, SchedulerDriver.ReleasingTheRightWakesAWorker
+  // ThatWantedIt and WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem, whose parker
+  // has long been asleep when the right is released, outside this race window.
   poll_right_.store(false, std::memory_order_seq_cst);
   // A worker went to sleep on the semaphore because we held the right (D0): with us about to
   // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
@@ -618,25 +668,27 @@ void Scheduler::release_poll_right() noexcept {
   }
 }
 
-void Scheduler::poll_without_waiting(Worker& w, Driver& driver) noexcept {
+bool Scheduler::poll_without_waiting(Worker& w, bool inside_item) noexcept {
+  Driver* driver = try_take_poll_right();
+  if (driver == nullptr) return false;
   w.counters.bump(detail::CounterBlock::driver_polls);
-  driver.wait(0);
-  dispatch(w, driver);
+  driver->wait(0);
+  if (inside_item) {
+    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
+    // item's own wake decision (notify_deferred, settled at its end) covers it.
+    driver->dispatch();
+    w.since_poll = 0;
+  } else {
+    dispatch(w, *driver);
+  }
+  release_poll_right();
+  return true;
 }
 
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
   if (w == nullptr || &w->owner != this) return false;
-  Driver* driver = try_take_poll_right();
-  if (driver == nullptr) return false;
-  // Called from inside an item: what it dispatches is work that item queued, so the item's own
-  // wake decision (notify_deferred, settled at its end) covers it.
-  w->counters.bump(detail::CounterBlock::driver_polls);
-  driver->wait(0);
-  driver->dispatch();
-  w->since_poll = 0;
-  release_poll_right();
-  return true;
+  return poll_without_waiting(*w, /*inside_item=*/true);
 }
 
 void Scheduler::unpark_driver() noexcept {
@@ -678,13 +730,8 @@ void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
     WorkItem* item = find_work(w);
-    Driver* driver = nullptr;
-    if (item == nullptr && (driver = try_take_poll_right()) != nullptr) {
-      // Out of work: what the kernel has ready is the next work, before spinning for others'.
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-      item = find_work(w);
-    }
+    // Out of work: what the kernel has ready is the next work, before spinning for others'.
+    if (item == nullptr && poll_without_waiting(w, /*inside_item=*/false)) item = find_work(w);
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
       park(w);
@@ -693,12 +740,17 @@ void Scheduler::run_worker(Worker& w) noexcept {
     if (w.searching) transition_from_searching(w);
     w.counters.bump(detail::CounterBlock::run);
     w.running = item;
+    w.first_woken = false;
     item->fn(item, Disposition::run);
     if (w.timing_tail) {
       // Remember how long this item ran on after queueing work (the item may be gone by now;
-      // only its address is kept, never dereferenced).
+      // only its address is kept, never dereferenced); as long as can be if another worker
+      // took its work meanwhile, since then it may not have returned by itself (submit()).
       w.timing_tail = false;
-      w.tails.record(item, detail::cycle_ticks() - w.queued_at, 4 * short_local_ticks_);
+      const std::uint64_t tail = detail::cycle_ticks() - w.queued_at;
+      const std::uint64_t cap = 4 * short_local_ticks_;
+      const bool helped = items_taken(w.queue, global_, w.tail_local) != w.tail_taken;
+      w.tails.record(item, helped ? cap : tail, cap);
     }
     if (w.notify_deferred) {
       // Wake only for a surplus: this worker runs one queued item itself next.
@@ -707,11 +759,7 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    driver = nullptr;
-    if (++w.since_poll >= kPollInterval && (driver = try_take_poll_right()) != nullptr) {
-      poll_without_waiting(w, *driver);
-      release_poll_right();
-    }
+    if (++w.since_poll >= kPollInterval) poll_without_waiting(w, /*inside_item=*/false);
   }
   this_worker() = nullptr;
 }

@@ -4,7 +4,9 @@
 // `short_tail` only if this worker has timed it before and its recent tails averaged below the
 // threshold. An item it has not seen, or whose entry another item took, is `unknown`, never
 // short, so a deferral (which leaves queued work waiting for its queuer's return when nobody
-// else is awake) is only ever granted on evidence.
+// else is awake) is only ever granted on evidence. What counts as a sample is the caller's: the
+// scheduler records a tail during which another worker took the queued work as long as can be,
+// since the item may have returned soon only because that work ran elsewhere.
 //
 // Items are remembered by address: a reused item or a coroutine frame is the same "kind of
 // work" each time it runs, and the address is only compared, never dereferenced (the item may

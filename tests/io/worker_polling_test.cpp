@@ -25,7 +25,48 @@ using test::Timed;
 
 class WorkerPolling : public ::testing::TestWithParam<std::string> {
  protected:
-  std::unique_ptr<Engine> make(sched::Scheduler& scheduler) {
+  // A scheduler of `workers` workers driving a fresh engine of this test's kind: what every
+  // test below but the last starts from. Destroyed, it stops the engine, then the scheduler, and
+  // only then destroys the engine (its pool owns the items the scheduler still holds), so that
+  // a test that fails half-way leaves nobody inside either.
+  struct Polled {
+    explicit Polled(int workers)
+        : scheduler(sched::SchedulerOptions{.workers = workers}), engine(make(scheduler)) {}
+    ~Polled() {
+      if (engine) engine->stop();
+      scheduler.stop();
+    }
+    // The state D2 is about: every worker asleep, and so one of them in the kernel (the last
+    // one to park found the poll right free, since its holder would be awake otherwise, and
+    // took it). A waker must then claim the driver's sleeper and unpark the engine.
+    ::testing::AssertionResult all_asleep_one_in_kernel() {
+      if (eventually([&] {
+            return scheduler.parked_workers() == scheduler.workers() &&
+                   scheduler.counters().driver_waits > 0;
+          }))
+        return ::testing::AssertionSuccess();
+      return ::testing::AssertionFailure()
+             << "not every worker went to sleep with one in the kernel: parked "
+             << scheduler.parked_workers() << " of " << scheduler.workers() << ", driver waits "
+             << scheduler.counters().driver_waits;
+    }
+    // Stops both, in the runtime's order.
+    void stop() {
+      engine->stop();
+      scheduler.stop();
+    }
+
+    sched::Scheduler scheduler;
+    std::unique_ptr<Engine> engine;
+  };
+
+  // A started Polled; null if its engine could not be created (reported).
+  static std::unique_ptr<Polled> start(int workers) {
+    auto polled = std::make_unique<Polled>(workers);
+    return polled->engine ? std::move(polled) : nullptr;
+  }
+
+  static std::unique_ptr<Engine> make(sched::Scheduler& scheduler) {
     EngineOptions o;
     o.kind = GetParam();
     o.io_mode = IoMode::workers;
@@ -45,11 +86,6 @@ class WorkerPolling : public ::testing::TestWithParam<std::string> {
     EXPECT_FALSE(engine.start(op)) << "nothing to read yet: must be pending";
     return *d;
   }
-  // Every worker asleep, and so one of them in the kernel: the last one to park found the poll
-  // right free (its holder would be awake otherwise) and took it.
-  static bool all_asleep_one_in_kernel(sched::Scheduler& s) {
-    return s.parked_workers() == s.workers() && s.counters().driver_waits > 0;
-  }
 };
 
 // Catches: a completion that arrives while every worker is busy (nobody waits in the kernel)
@@ -58,13 +94,13 @@ class WorkerPolling : public ::testing::TestWithParam<std::string> {
 TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
   for (int workers : {1, 2}) {
     SCOPED_TRACE(workers);
-    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = workers});
-    auto engine = make(scheduler);
-    ASSERT_TRUE(engine);
+    auto p = start(workers);
+    ASSERT_TRUE(p);
+    sched::Scheduler& scheduler = p->scheduler;
     Countdown received(1);
     test::Receive op;
     Handle fds[2];
-    auto d = pending_receive(*engine, fds, op, received);
+    auto d = pending_receive(*p->engine, fds, op, received);
     ASSERT_TRUE(d);
 
     std::atomic<int> started{0};
@@ -99,33 +135,30 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     wait_or_exit(received, "a completion while every worker is busy");
     EXPECT_EQ(op.last.load(), 1);
     wait_or_exit(stopped, "the busy items");
-    engine->close(*d);
+    p->engine->close(*d);
     test::close_peer(fds[1]);
-    engine->stop();
-    scheduler.stop();
+    p->stop();
   }
 }
 
 // Catches: a timer added while the only worker waits in the kernel with no deadline (or an
 // older, later one) being slept through: the add must shorten that wait.
 TEST_P(WorkerPolling, ATimerAddedWhileAWorkerWaitsInTheKernelFires) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
-  auto engine = make(scheduler);
-  ASSERT_TRUE(engine);
+  auto p = start(1);
+  ASSERT_TRUE(p);
   for (int round = 0; round < 20; ++round) {
-    ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+    ASSERT_TRUE(p->all_asleep_one_in_kernel());
     Countdown fired(1);
     Timed timer;
     timer.handler = &Timed::on_event;
     timer.done = &fired;
     timer.deadline_ns = now_ns() + 2'000'000;  // 2 ms
-    ASSERT_TRUE(engine->add_timer(timer));
+    ASSERT_TRUE(p->engine->add_timer(timer));
     wait_or_exit(fired, "a timer added while the worker waits in the kernel");
     EXPECT_EQ(timer.result.load(), 0);
     EXPECT_GE(timer.at.load(), timer.deadline_ns) << "fired early";
   }
-  engine->stop();
-  scheduler.stop();
+  p->stop();
 }
 
 // Catches: work submitted from a thread outside the pool stranded while the only idle worker
@@ -133,18 +166,16 @@ TEST_P(WorkerPolling, ATimerAddedWhileAWorkerWaitsInTheKernelFires) {
 TEST_P(WorkerPolling, AnOutsideSubmitWakesTheWorkerInTheKernel) {
   for (int workers : {1, 2}) {
     SCOPED_TRACE(workers);
-    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = workers});
-    auto engine = make(scheduler);
-    ASSERT_TRUE(engine);
+    auto p = start(workers);
+    ASSERT_TRUE(p);
     for (int round = 0; round < 50; ++round) {
-      ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+      ASSERT_TRUE(p->all_asleep_one_in_kernel());
       Countdown ran(1);
       FnItem item([&](sched::Disposition) { ran.count_down(); });
-      ASSERT_TRUE(scheduler.submit(item));
+      ASSERT_TRUE(p->scheduler.submit(item));
       wait_or_exit(ran, "an outside submit while a worker waits in the kernel");
     }
-    engine->stop();
-    scheduler.stop();
+    p->stop();
   }
 }
 
@@ -152,23 +183,22 @@ TEST_P(WorkerPolling, AnOutsideSubmitWakesTheWorkerInTheKernel) {
 // no deadline, or the engine going away while that worker is still inside it (ASan).
 TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
   for (int round = 0; round < 20; ++round) {
-    sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
-    auto engine = make(scheduler);
-    ASSERT_TRUE(engine);
+    auto p = start(2);
+    ASSERT_TRUE(p);
     Countdown received(1);
     test::Receive op;
     Handle fds[2];
-    auto d = pending_receive(*engine, fds, op, received);
+    auto d = pending_receive(*p->engine, fds, op, received);
     ASSERT_TRUE(d);
-    ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+    ASSERT_TRUE(p->all_asleep_one_in_kernel());
     Countdown stopped(1);
     std::thread stopper([&] {
       if (round % 2 == 0) {
-        engine->cancel_all();  // the receive completes with -ECANCELED on a worker
+        p->engine->cancel_all();  // the receive completes with -ECANCELED on a worker
       }
-      engine->stop();    // detaches from the workers: nobody is inside the engine after it
-      scheduler.stop();  // runs or drops what the engine delivered (its pool's items)
-      engine.reset();
+      p->engine->stop();    // detaches from the workers: nobody is inside the engine after it
+      p->scheduler.stop();  // runs or drops what the engine delivered (its pool's items)
+      p->engine.reset();
       stopped.count_down();
     });
     wait_or_exit(stopped, "shutdown while a worker waits in the kernel");
@@ -187,10 +217,9 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
 // so timer B (due 20 ms later) cannot fire until A ends. In pollers mode the poller fires B and
 // wakes the idle worker. Here A gives up after 3 s; B must have fired well before that.
 TEST_P(WorkerPolling, AnIdleWorkerReapsWhileTheOtherRunsALongItem) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
-  auto engine = make(scheduler);
-  ASSERT_TRUE(engine);
-  ASSERT_TRUE(eventually([&] { return all_asleep_one_in_kernel(scheduler); }));
+  auto p = start(2);
+  ASSERT_TRUE(p);
+  ASSERT_TRUE(p->all_asleep_one_in_kernel());
   struct Long : Timer {
     std::atomic<bool>* b_fired = nullptr;
     std::atomic<bool> saw_b{false};
@@ -219,14 +248,13 @@ TEST_P(WorkerPolling, AnIdleWorkerReapsWhileTheOtherRunsALongItem) {
   a.done = &done;
   a.deadline_ns = now_ns() + 1'000'000;   // 1 ms
   b.deadline_ns = now_ns() + 20'000'000;  // 20 ms: after A has started running
-  ASSERT_TRUE(engine->add_timer(a));
-  ASSERT_TRUE(engine->add_timer(b));
+  ASSERT_TRUE(p->engine->add_timer(a));
+  ASSERT_TRUE(p->engine->add_timer(b));
   wait_or_exit(done, "the long timer handler");
   EXPECT_TRUE(a.saw_b.load()) << "timer B did not fire while the other worker ran a long item "
                                  "(the idle worker slept on the semaphore, nobody in the kernel)";
   ASSERT_TRUE(eventually([&] { return b.fired.load(); }));
-  engine->stop();
-  scheduler.stop();
+  p->stop();
 }
 
 // Catches: a second workers-mode engine on a scheduler that already has one attached ending

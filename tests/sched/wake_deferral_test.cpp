@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "arbor/sched/scheduler.hpp"
+#include "arbor/sched/test_hooks.hpp"
 #include "test_support.hpp"
 
 namespace arbor::sched {
@@ -77,6 +78,54 @@ TEST(WakeDeferral, ChildOfABlockedParentIsTakenByAnotherWorker) {
       }
       EXPECT_EQ(s.stop(), 0u);
     }
+  }
+}
+
+// The interleaving behind a rare failure of the test above on a loaded machine, made
+// deterministic: the parent's first run (unknown, so a helper is woken) loses its core right
+// after the wake, before its tail clock starts; the woken worker takes and runs the child
+// meanwhile; the parent then finds the child done and returns at once. That tail is short only
+// because another worker ran the child, and must not count as evidence that the parent returns
+// soon by itself: if it did, the parent's next run on that worker would defer the child's wake
+// and strand it while the others sleep. The hook holds the parent where the preemption did.
+namespace held_at_tail_clock {
+std::atomic<Countdown*> child_done{nullptr};
+void hold() {
+  if (Countdown* c = child_done.load()) c->wait(kChildLimit);
+}
+}  // namespace held_at_tail_clock
+
+TEST(WakeDeferral, ATailShortenedByAnotherWorkerIsNoEvidence) {
+  for (bool prefer_local : {true, false}) {
+    Scheduler s(SchedulerOptions{.workers = 2});
+    test_hooks::set_tail_clock_start(&held_at_tail_clock::hold);
+    // With two workers, by the third trial the parent runs on a worker that timed it before.
+    for (int trial = 0; trial < 4; ++trial) {
+      Countdown child_done(1);
+      std::atomic<bool> parent_returned{false};
+      bool others_parked = false, child_ran_while_parent_blocked = false;
+      FnItem child([&](Disposition) { child_done.count_down(); });
+      FnItem parent([&](Disposition d) {
+        if (d == Disposition::run) {
+          others_parked = eventually([&] { return s.parked_workers() == s.workers() - 1; });
+          held_at_tail_clock::child_done = &child_done;
+          Scheduler::current()->submit(child, prefer_local);
+          held_at_tail_clock::child_done = nullptr;
+          // No system call from here to the return: the tail is as short as a tail gets.
+          child_ran_while_parent_blocked = child_done.wait(kChildLimit);
+        }
+        parent_returned = true;
+      });
+      ASSERT_TRUE(s.submit(parent));
+      ASSERT_TRUE(eventually([&] { return parent_returned.load(); }));
+      test::wait_or_exit(child_done, "the child");
+      SCOPED_TRACE(testing::Message() << "prefer_local=" << prefer_local << ", trial " << trial);
+      EXPECT_TRUE(others_parked);
+      EXPECT_TRUE(child_ran_while_parent_blocked)
+          << "a tail another worker shortened was taken as evidence for a deferral";
+    }
+    test_hooks::set_tail_clock_start(nullptr);
+    EXPECT_EQ(s.stop(), 0u);
   }
 }
 

@@ -117,6 +117,19 @@ class EpollEngine final : public Engine {
 
   bool start(Operation& op) noexcept override {
     auto& d = descriptor_of<EpollDescriptor>(op);
+    // The descriptor lock is taken twice per start, here and in attempt() after the system
+    // call, and that stays: the call runs between the two, outside the lock. Before it, under
+    // the lock: admission (a stale name or a closed socket must not reach the fd number, which
+    // may serve another socket by now), the `busy` pin that keeps the fd open through the call,
+    // and the readiness generation the attempt starts under. After it, under the lock: the
+    // park, checked against that generation (an edge that arrived during the call means try
+    // again, not sleep: the no-lost-edge rule), or the unpin and a close that waited for it.
+    // One lock would need either the call inside it, so that the reaper (in workers mode a
+    // worker holding the poll right, mid-batch), the socket's other side and a close would
+    // wait out a send's copy, contended and asleep on the futex, where an uncontended second
+    // lock costs two atomic operations; or a lock-free pin on Descriptor (an atomic `busy`
+    // against `closed` and reset()'s recycling, shared with io_uring's sends), which is a
+    // redesign of the descriptor protocol for those same two operations.
     {
       std::lock_guard guard(d.lock);
       // Admitted first: an operation refused as busy may be the one pending, whose state must

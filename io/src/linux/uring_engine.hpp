@@ -180,6 +180,19 @@ struct Ring {
   /// Workers mode: a worker that can take the poll right submits (and reaps) itself, with no
   /// wake; otherwise the holder drains the requests before it next sleeps, or is woken if it
   /// sleeps now.
+  ///
+  /// Called once per ring at the end of the outermost SubmitBatch, and the engines and the runtime
+  /// open one around every item they run (completions, timers, spawns, yields): so what one item
+  /// queues already reaches the kernel in one io_uring_enter. Not later, not batched over the next
+  /// items: the worker's next item may run for long, and nobody else would submit meanwhile.
+  /// Nothing but this flush wakes the driver's sleeper for them, and a worker that is awake drains
+  /// the ring only at its next look (every kPollInterval items) or when it parks; a holder awake
+  /// right now (a look, or a reaper on its way out) may have drained already, and then our requests
+  /// wait for that next look or park, as completions do while every worker is busy. Deferring to
+  /// "before this worker's next item, or its look when it runs out of work" would keep that bound,
+  /// but takes a scheduler hook and saves an enter only on a worker's way to idleness: none
+  /// measurable on the HTTP server (single-shot receives, one enter per request either way;
+  /// multishot queues nothing per request).
   static void flush(void* context) noexcept {
     auto* self = static_cast<Ring*>(context);
     if (self->polled_by != nullptr && self->polled_by->poll_driver()) return;

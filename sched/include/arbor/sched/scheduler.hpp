@@ -123,7 +123,10 @@ class Scheduler {
   void transition_from_searching(Worker& w) noexcept;
   Driver* try_take_poll_right() noexcept;
   void release_poll_right() noexcept;
-  void poll_without_waiting(Worker& w, Driver& driver) noexcept;
+  // Takes the poll right if free, looks into the driver without waiting, hands out what it
+  // found and releases the right; false if the right was taken. Between items (run_worker) or
+  // from inside one (poll_driver(): its item's end settles the wake decision).
+  bool poll_without_waiting(Worker& w, bool inside_item) noexcept;
   void wait_in_driver(Worker& w, Driver& driver) noexcept;
   void leave_driver(Worker& w) noexcept;
   void dispatch(Worker& w, Driver& driver) noexcept;
