@@ -33,6 +33,9 @@ ULONG clamp_length(std::size_t size) noexcept {
 }
 
 // The Winsock call's return (0 / TRUE meaning done) as an outcome; the error is read here.
+// Callers make the call first and pass its return: made inside this argument list, the call may
+// run after `bytes` was copied (the order is unspecified; mingw's GCC copies first), and a send
+// that finished at once would report 0 bytes, so its caller would send the data again.
 Issued outcome(bool succeeded, DWORD bytes, bool skip_on_success) noexcept {
   if (succeeded) {
     if (skip_on_success) return {Issued::Outcome::finished, static_cast<std::int64_t>(bytes)};
@@ -119,8 +122,8 @@ Issued issue(Operation& op, const IocpDescriptor& d, const Extensions& ext) noex
     }
     case OpKind::send: {
       WSABUF buffer{clamp_length(op.size), static_cast<char*>(op.data)};
-      return outcome(::WSASend(s, &buffer, 1, &bytes, 0, &state.overlapped, nullptr) == 0, bytes,
-                     skip);
+      const int r = ::WSASend(s, &buffer, 1, &bytes, 0, &state.overlapped, nullptr);
+      return outcome(r == 0, bytes, skip);
     }
     case OpKind::send_vectored: {
       // WSASend captures the WSABUF array before it returns, so it may live on this stack.
@@ -129,16 +132,16 @@ Issued issue(Operation& op, const IocpDescriptor& d, const Extensions& ext) noex
       const std::size_t count = std::min(op.size, kMaxGather);
       for (std::size_t i = 0; i < count; ++i)
         buffers[i] = {clamp_length(in[i].size), static_cast<char*>(const_cast<void*>(in[i].data))};
-      return outcome(::WSASend(s, buffers, static_cast<DWORD>(count), &bytes, 0, &state.overlapped,
-                               nullptr) == 0,
-                     bytes, skip);
+      const int r =
+          ::WSASend(s, buffers, static_cast<DWORD>(count), &bytes, 0, &state.overlapped, nullptr);
+      return outcome(r == 0, bytes, skip);
     }
     case OpKind::send_to: {
       WSABUF buffer{clamp_length(op.size), static_cast<char*>(op.data)};
-      return outcome(
+      const int r =
           ::WSASendTo(s, &buffer, 1, &bytes, 0, static_cast<const sockaddr*>(op.address->native()),
-                      static_cast<int>(op.address->native_size()), &state.overlapped, nullptr) == 0,
-          bytes, skip);
+                      static_cast<int>(op.address->native_size()), &state.overlapped, nullptr);
+      return outcome(r == 0, bytes, skip);
     }
     case OpKind::accept: {
       state.accepted = ::WSASocketW(d.family, SOCK_STREAM, IPPROTO_TCP, nullptr, 0,
