@@ -136,7 +136,13 @@ TEST_P(SocketTest, HalfCloseStillLetsThePeerReply) {
   EXPECT_TRUE(run(body(*rt_)));
 }
 
+// The reset has arrived before the read starts (a loopback RST is delivered within close()).
 TEST_P(SocketTest, PeerResetIsAnErrorOnRead) {
+  if (test::under_wine())
+    GTEST_SKIP() << "wine 8.0 forgets a TCP reset once the wineserver has peeked at the socket "
+                    "(its MSG_PEEK recv takes the ECONNRESET): a receive started after the RST "
+                    "arrived reports end of stream, where Windows reports WSAECONNRESET. "
+                    "PeerResetFailsAPendingRead covers the engine's mapping of the reset.";
   auto body = [](Runtime& rt) -> Task<std::error_code> {
     auto pair = co_await connected_pair(rt);
     if (!pair) co_return pair.error();
@@ -147,6 +153,26 @@ TEST_P(SocketTest, PeerResetIsAnErrorOnRead) {
     co_return n ? std::error_code{} : n.error();
   };
   EXPECT_EQ(run(body(*rt_)), std::errc::connection_reset);
+}
+
+// The read is pending when the reset arrives. With one worker, a task spawned by a running task
+// runs only once that task suspends, so the reset always meets a read that is already pending.
+TEST_P(SocketTest, PeerResetFailsAPendingRead) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::error_code> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return pair.error();
+    auto resetter = r.spawn([](TcpStream& s) -> Task<void> {
+      (void)s.set_linger_reset();
+      s.close();
+      co_return;
+    }(pair->client));
+    std::byte buf[16];
+    auto n = co_await pair->server.read_some(buf);
+    co_await std::move(resetter);
+    co_return n ? std::error_code{} : n.error();
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), std::errc::connection_reset);
 }
 
 TEST_P(SocketTest, WriteToAResetPeerFailsWithoutKillingTheProcess) {
@@ -467,7 +493,7 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
   const std::error_code warm(EMFILE, std::system_category());
   EXPECT_STRNE(warm.category().name(), "");
   arbor::io::log::warn("(test warm-up) accept: {}; backing off until descriptors are free",
-                   warm.message());
+                       warm.message());
   rlimit original{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
   // The lowest free descriptor number is where the next accept would land; allow none.
