@@ -142,6 +142,7 @@ bool IocpEngine::start(Operation& op) noexcept {
     IocpOp& state = emplace_state<IocpOp>(op);
     state.overlapped = {};
     state.op = &op;
+    state.dequeued.store(false, std::memory_order_relaxed);
     state.accepted = INVALID_SOCKET;
     d.slot[side] = &op;
     ++d.busy;  // keeps the socket open while the call runs outside the lock
@@ -232,6 +233,46 @@ void IocpEngine::cancel_parked() noexcept {
   });
 }
 
+// cancel_all() asks Windows to cancel every call, but a cancelled call's packet may reach the
+// port after CancelIoEx returns (under wine it does whenever a thread other than the issuer
+// cancels), and once polling stops nobody would dequeue it: the operation would never complete.
+// So a stop after cancel_all() reaps this port until every operation on it has had its packet.
+void IocpEngine::on_poller_stop(int poller) noexcept {
+  if (!cancelling()) return;  // pending operations stay pending (Engine::stop)
+  // Bounded in case a cancel is lost: reported, not waited for forever.
+  constexpr std::int64_t kPatienceNs = 10'000'000'000;
+  const std::int64_t give_up = now_ns() + kPatienceNs;
+  std::vector<sched::Event> events;
+  try {
+    events.resize(options().max_batch);
+  } catch (const std::bad_alloc&) {
+    log::error("iocp: out of memory stopping; cancelled operations may never complete");
+    return;
+  }
+  for (;;) {
+    const std::size_t left = awaiting_packets(poller);
+    if (left == 0) return;
+    const std::int64_t now = now_ns();
+    if (now >= give_up) {
+      log::error("iocp: {} cancelled operation(s) had no completion {} s after stop", left,
+                 kPatienceNs / 1'000'000'000);
+      return;
+    }
+    deliver({events.data(), wait(poller, give_up - now, events)});
+  }
+}
+
+std::size_t IocpEngine::awaiting_packets(int poller) noexcept {
+  std::size_t n = 0;
+  pool_.for_each([&](IocpDescriptor& d) {
+    std::lock_guard guard(d.lock);
+    if (d.poller != poller) return;
+    for (Operation* op : d.slot)
+      if (op != nullptr && !state_of<IocpOp>(*op).dequeued.load(std::memory_order_relaxed)) ++n;
+  });
+  return n;
+}
+
 std::size_t IocpEngine::wait(int poller, std::int64_t timeout_ns,
                              std::span<sched::Event> out) noexcept {
   Port& p = ports_[static_cast<std::size_t>(poller)];
@@ -251,6 +292,7 @@ std::size_t IocpEngine::wait(int poller, std::int64_t timeout_ns,
       continue;
     }
     IocpOp& state = state_of_overlapped(entry.lpOverlapped);
+    state.dequeued.store(true, std::memory_order_relaxed);
     out[count++] = {&complete, state.op,
                     completion_result(*entry.lpOverlapped, entry.dwNumberOfBytesTransferred),
                     reinterpret_cast<std::uintptr_t>(this)};

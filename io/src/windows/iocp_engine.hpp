@@ -69,9 +69,11 @@ struct IocpDescriptor : Descriptor {
 // IOCP's part of an operation: the OVERLAPPED the kernel completes (first, so a dequeued
 // OVERLAPPED* is the state's address), and what must outlive the call until its completion:
 // the receive flags, WSARecvFrom's address length, AcceptEx's socket and address buffer.
+// `dequeued`: its packet has left the port (what stopping after cancel_all() waits for).
 struct IocpOp {
   OVERLAPPED overlapped;
   Operation* op;
+  std::atomic<bool> dequeued;
   DWORD flags;
   INT address_size;
   SOCKET accepted;
@@ -136,6 +138,7 @@ class IocpEngine final : public Engine {
 
  protected:
   void cancel_parked() noexcept override;
+  void on_poller_stop(int poller) noexcept override;
   std::size_t wait(int poller, std::int64_t timeout_ns,
                    std::span<sched::Event> out) noexcept override;
   void wake(int poller) noexcept override;
@@ -157,6 +160,8 @@ class IocpEngine final : public Engine {
   std::int64_t settle(IocpDescriptor& d, Operation& op, std::int64_t raw) const noexcept;
   // Closes the socket and recycles the descriptor as finish_if_closed() said.
   void finish_close(IocpDescriptor& d, const Descriptor::Finish& finish) noexcept;
+  // Operations on `poller`'s sockets whose packet has not been dequeued yet.
+  std::size_t awaiting_packets(int poller) noexcept;
 
   std::vector<Port> ports_;
   DescriptorPool<IocpDescriptor> pool_;
