@@ -391,6 +391,39 @@ TEST_P(SocketTest, CloseCompletesAPendingReadWithOperationCanceled) {
   EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
 
+// Shutting down the read side ends a read already pending with end of stream, as POSIX does,
+// and leaves the write side working: the HTTP server's graceful drain (read) and its idle sweeper
+// (both) stop connections that way, from another task. With one worker, the spawned task runs
+// only once the read is pending.
+TEST_P(SocketTest, ShutdownReadEndsAPendingRead) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r, io::ShutdownHow how) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto shutter = r.spawn([](TcpStream& s, io::ShutdownHow h) -> Task<std::error_code> {
+      co_return io::shutdown(s.native_handle(), h);
+    }(pair->server, how));
+    std::byte buf[8];
+    auto n = co_await pair->server.read_some(buf);
+    if (auto shut = co_await std::move(shutter)) co_return "shutdown: " + shut.message();
+    if (!n) co_return "pending read: " + n.error().message();
+    if (*n != 0) co_return "pending read: " + std::to_string(*n) + " bytes";
+    auto again = co_await pair->server.read_some(buf);
+    if (!again || *again != 0) co_return "a later read is not end of stream";
+    if (how == io::ShutdownHow::both) co_return "ok";
+    const std::byte x{42};
+    if (!co_await pair->server.write_all({&x, 1})) co_return "write after shutdown(read)";
+    std::byte got{};
+    if (!co_await pair->client.read_exact({&got, 1}) || got != x) co_return "peer read";
+    co_return "ok";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt, io::ShutdownHow::read)), "ok");
+  EXPECT_EQ(rt->block_on(body(*rt, io::ShutdownHow::both)), "ok");
+  if (GetParam().starts_with("iocp")) {  // Windows left the reads pending: shutdown() ended them
+    EXPECT_GE(rt->engine().counters().get("reissues"), 2u);
+  }
+}
+
 TEST_P(SocketTest, SecondConcurrentReadIsBusy) {
   auto rt = test::make_runtime(GetParam(), 1);
   auto body = [](Runtime& r) -> Task<std::string> {

@@ -35,6 +35,20 @@ void cancel_io(Handle fd, OVERLAPPED* overlapped) noexcept {
   if (error != ERROR_NOT_FOUND) log::warn("iocp: CancelIoEx failed ({})", error);
 }
 
+// A receive on a socket whose read side is shut down fails on Windows (WSAESHUTDOWN at once,
+// STATUS_PIPE_DISCONNECTED in a packet; both EPIPE here), and a graceful disconnect reports
+// ERROR_GRACEFUL_DISCONNECT (EPIPE too); POSIX reports end of stream for both.
+std::int64_t as_receive_result(const Operation& op, std::int64_t result) noexcept {
+  const bool receive = op.kind == OpKind::receive || op.kind == OpKind::receive_from;
+  return receive && result == -EPIPE ? 0 : result;
+}
+
+// Transfers that may be issued again when something outside the engine cancelled them: nothing
+// has moved (the packet reported no bytes), and the owner still waits for its result.
+bool reissuable(OpKind kind) noexcept {
+  return kind != OpKind::accept && kind != OpKind::connect;
+}
+
 }  // namespace
 
 std::error_code IocpEngine::init() {
@@ -139,14 +153,22 @@ bool IocpEngine::start(Operation& op) noexcept {
     // Admitted first: an operation refused as busy may be the one pending, whose OVERLAPPED
     // the kernel still owns.
     if (!admit(d, op, cancelling())) return true;
-    IocpOp& state = emplace_state<IocpOp>(op);
-    state.overlapped = {};
-    state.op = &op;
-    state.dequeued.store(false, std::memory_order_relaxed);
-    state.accepted = INVALID_SOCKET;
-    d.slot[side] = &op;
-    ++d.busy;  // keeps the socket open while the call runs outside the lock
+    prepare(d, op, side);
   }
+  return issue_prepared(d, op, side);
+}
+
+void IocpEngine::prepare(IocpDescriptor& d, Operation& op, int side) noexcept {
+  IocpOp& state = emplace_state<IocpOp>(op);
+  state.overlapped = {};
+  state.op = &op;
+  state.dequeued.store(false, std::memory_order_relaxed);
+  state.accepted = INVALID_SOCKET;
+  d.slot[side] = &op;
+  ++d.busy;  // keeps the socket open while the call runs outside the lock
+}
+
+bool IocpEngine::issue_prepared(IocpDescriptor& d, Operation& op, int side) noexcept {
   const Issued issued = issue(op, d, *ext_);
   bool finished = issued.outcome != Issued::Outcome::pending;
   Descriptor::Finish close_now;
@@ -155,8 +177,8 @@ bool IocpEngine::start(Operation& op) noexcept {
     --d.busy;
     if (finished) {
       d.slot[side] = nullptr;
-      op.result =
-          issued.outcome == Issued::Outcome::failed ? issued.result : settle(d, op, issued.result);
+      op.result = issued.outcome == Issued::Outcome::failed ? as_receive_result(op, issued.result)
+                                                            : settle(d, op, issued.result);
     } else if (d.slot[side] == &op &&
                (d.closed || cancelling() || op.cancel_requested.load(std::memory_order_relaxed))) {
       // A cancel or close that came while the call was being issued found nothing to cancel
@@ -174,7 +196,7 @@ bool IocpEngine::start(Operation& op) noexcept {
 std::int64_t IocpEngine::settle(IocpDescriptor& d, Operation& op, std::int64_t raw) const noexcept {
   if (raw < 0) {
     abandon(op);
-    return raw;
+    return as_receive_result(op, raw);
   }
   if (d.closed) {  // closed while in flight: cancelled, whatever the kernel managed
     abandon(op);
@@ -315,14 +337,32 @@ void IocpEngine::complete(const sched::Event& event, sched::Disposition) noexcep
   auto* op = static_cast<Operation*>(event.target);
   auto* self = reinterpret_cast<IocpEngine*>(static_cast<std::uintptr_t>(event.data));
   auto& d = descriptor_of<IocpDescriptor>(*op);
-  std::int64_t result;
-  bool release;
+  const int side = Descriptor::side(op->kind);
+  std::int64_t result = 0;
+  bool release = false;
+  bool again = false;
   {
     // The socket is open unless closed (fd_closed implies closed), so finish() may use it.
     std::lock_guard guard(d.lock);
-    result = self->settle(d, *op, event.result);
-    d.slot[Descriptor::side(op->kind)] = nullptr;  // free first: the owner may start the next
-    release = d.closed && d.fd_closed && d.slots_empty();
+    // Cancelled, but not by the engine (no cancel(), close() or cancel_all() asked): by
+    // io::shutdown(), which cancels the socket's calls because Windows leaves a receive pending
+    // across shutdown(SD_RECEIVE), where POSIX ends it. Issued again, the call meets the shut
+    // side at once (end of stream, or EPIPE for a send), or waits on as before if that side is
+    // still open. The operation keeps its slot, so nothing else takes the side meanwhile.
+    again = event.result == -ECANCELED && reissuable(op->kind) && !d.closed &&
+            !self->cancelling() && !op->cancel_requested.load(std::memory_order_relaxed);
+    if (again) {
+      self->prepare(d, *op, side);
+    } else {
+      result = self->settle(d, *op, event.result);
+      d.slot[side] = nullptr;  // free first: the owner may start the next
+      release = d.closed && d.fd_closed && d.slots_empty();
+    }
+  }
+  if (again) {
+    self->reissues_.fetch_add(1, std::memory_order_relaxed);
+    if (!self->issue_prepared(d, *op, side)) return;  // pending again: its packet completes it
+    result = op->result;
   }
   if (release) self->pool_.release(&d);
   SubmitBatch batch;
@@ -334,6 +374,8 @@ void IocpEngine::backend_counters(EngineCounters& c) const noexcept {
         inline_finishes_.load(std::memory_order_relaxed));
   c.add("packets", "Completion packets dequeued for operations.",
         packets_.load(std::memory_order_relaxed));
+  c.add("reissues", "Calls issued again after io::shutdown() cancelled them.",
+        reissues_.load(std::memory_order_relaxed));
 }
 
 namespace {

@@ -156,6 +156,11 @@ class IocpEngine final : public Engine {
 
   // A dequeued (or refused) operation's result to its owner, on a worker.
   static void complete(const sched::Event& event, sched::Disposition) noexcept;
+  // Under d.lock, op admitted: its state made afresh, its slot taken, the socket kept open.
+  void prepare(IocpDescriptor& d, Operation& op, int side) noexcept;
+  // After prepare(), without the lock: makes the call and settles what it did; true if the
+  // operation finished (op.result holds its result), false if its packet will complete it.
+  bool issue_prepared(IocpDescriptor& d, Operation& op, int side) noexcept;
   // Under d.lock: what the operation's result is once it leaves its slot.
   std::int64_t settle(IocpDescriptor& d, Operation& op, std::int64_t raw) const noexcept;
   // Closes the socket and recycles the descriptor as finish_if_closed() said.
@@ -169,6 +174,7 @@ class IocpEngine final : public Engine {
   std::atomic<bool> skip_on_success_{true};  // cleared if any socket refused the mode
   std::atomic<std::uint64_t> inline_finishes_{0};
   std::atomic<std::uint64_t> packets_{0};
+  std::atomic<std::uint64_t> reissues_{0};
 };
 
 }  // namespace arbor::io::iocp

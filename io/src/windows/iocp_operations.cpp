@@ -228,7 +228,11 @@ std::int64_t completion_result(const OVERLAPPED& overlapped, DWORD bytes) noexce
   const auto status = static_cast<NTSTATUS>(overlapped.Internal);
   // STATUS_BUFFER_OVERFLOW: a datagram larger than the buffer, truncated, as recv(2) does.
   constexpr NTSTATUS kBufferOverflow = static_cast<NTSTATUS>(0x80000005L);
-  if (status >= 0 || status == kBufferOverflow) return static_cast<std::int64_t>(bytes);
+  // A call cancelled after it moved bytes reports them: they left the socket's buffers, so
+  // reporting the cancel instead would lose them (or, for a send issued again, repeat them).
+  constexpr NTSTATUS kCancelled = static_cast<NTSTATUS>(0xC0000120L);
+  if (status >= 0 || status == kBufferOverflow || (status == kCancelled && bytes > 0))
+    return static_cast<std::int64_t>(bytes);
   return negative_errno(::RtlNtStatusToDosError(status));
 }
 
