@@ -21,8 +21,8 @@ $(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --build --preset $*
 	ctest --preset $*
 
-# Windows: the libraries cross-built with mingw-w64, and the tests that need no IO engine run
-# under wine64 (docs/platforms.md). The wine prefix lives in build/wine-prefix; the wineserver that
+# Windows: the libraries cross-built with mingw-w64, and the tests built for Windows (the IOCP
+# engine's included) run under wine64 (docs/platforms.md). The wine prefix lives in build/wine-prefix; the wineserver that
 # scripts/wine-run keeps warm is stopped at the end, also when a test fails.
 WINE64 ?= /usr/lib/wine/wine64
 windows-test:

@@ -5,6 +5,10 @@
 #include <cstring>
 #include <new>
 
+#if defined(_WIN32)
+#include <windows.h>
+#endif
+
 namespace arbor::frame_pool {
 namespace {
 
@@ -45,7 +49,37 @@ struct Cache {
       }
   }
 };
+
+#if defined(_WIN32)
+// Not a thread_local Cache: mingw-w64 keeps thread_local objects in emutls storage, which libgcc
+// frees at thread exit from a winpthreads key destructor that runs before the one libstdc++
+// registered for the object's destructor, so ~Cache would walk freed memory (a worker's exit
+// crashed under wine). A fiber-local slot hands its callback the value itself: the cache lives
+// on the heap and the callback, which reads no thread-local storage, deletes it.
+void WINAPI delete_cache(void* cache) noexcept {
+  delete static_cast<Cache*>(cache);
+}
+
+// The calling thread's cache; null if none can be had (its frames then use the heap).
+Cache* this_thread_cache() noexcept {
+  static const DWORD slot = ::FlsAlloc(&delete_cache);
+  if (slot == FLS_OUT_OF_INDEXES) return nullptr;
+  auto* cache = static_cast<Cache*>(::FlsGetValue(slot));
+  if (cache != nullptr) return cache;
+  cache = new (std::nothrow) Cache;
+  if (cache != nullptr && !::FlsSetValue(slot, cache)) {
+    delete cache;
+    return nullptr;
+  }
+  return cache;
+}
+#else
 thread_local Cache cache;
+
+Cache* this_thread_cache() noexcept {
+  return &cache;
+}
+#endif
 
 // Class c holds frames of (c + 1) * kClassBytes bytes.
 std::size_t class_of(std::size_t size) noexcept {
@@ -62,9 +96,11 @@ bool enabled() noexcept {
 void* allocate(std::size_t size) {
   if (!enabled() || size > kMaxPooledBytes || size == 0) return heap_allocate(size);
   const std::size_t c = class_of(size);
-  if (FreeFrame* f = cache.head[c]) {
-    cache.head[c] = f->next;
-    --cache.count[c];
+  Cache* cache = this_thread_cache();
+  if (cache == nullptr) return heap_allocate((c + 1) * kClassBytes);
+  if (FreeFrame* f = cache->head[c]) {
+    cache->head[c] = f->next;
+    --cache->count[c];
     return f;
   }
   return heap_allocate((c + 1) * kClassBytes);
@@ -73,11 +109,12 @@ void* allocate(std::size_t size) {
 void deallocate(void* frame, std::size_t size) noexcept {
   if (!enabled() || size > kMaxPooledBytes || size == 0) return heap_free(frame);
   const std::size_t c = class_of(size);
-  if (cache.count[c] >= kCachedPerClass) return heap_free(frame);
+  Cache* cache = this_thread_cache();
+  if (cache == nullptr || cache->count[c] >= kCachedPerClass) return heap_free(frame);
   auto* f = static_cast<FreeFrame*>(frame);
-  f->next = cache.head[c];
-  cache.head[c] = f;
-  ++cache.count[c];
+  f->next = cache->head[c];
+  cache->head[c] = f;
+  ++cache->count[c];
 }
 
 std::uint64_t heap_allocations() noexcept {

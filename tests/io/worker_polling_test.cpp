@@ -2,8 +2,6 @@
 // this machine can create: a completion while every worker is busy, a timer while a worker
 // waits in the kernel, an outside submit that must wake that worker, and shutdown under it.
 #include <gtest/gtest.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -80,9 +78,9 @@ class WorkerPolling : public ::testing::TestWithParam<std::string> {
   }
   // A socket pair whose first end (attached) has `op`, a one-byte receive, pending; the other
   // end is fds[1]. Empty on failure (reported).
-  static std::optional<DescriptorRef> pending_receive(Engine& engine, int (&fds)[2],
+  static std::optional<DescriptorRef> pending_receive(Engine& engine, Handle (&fds)[2],
                                                       test::Receive& op, Countdown& done) {
-    EXPECT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    EXPECT_TRUE(test::stream_pair(fds));
     auto d = engine.attach(fds[0]);
     EXPECT_TRUE(d) << d.error().message();
     if (!d) return std::nullopt;
@@ -103,7 +101,7 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     sched::Scheduler& scheduler = p->scheduler;
     Countdown received(1);
     test::Receive op;
-    int fds[2];
+    Handle fds[2];
     auto d = pending_receive(*p->engine, fds, op, received);
     ASSERT_TRUE(d);
 
@@ -135,12 +133,12 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
     })) << "the busy items did not occupy every worker";
     // Nobody waits in the kernel now, and the busy items never run out: only a busy worker's
     // look into the engine can reap this completion.
-    ASSERT_EQ(::write(fds[1], "x", 1), 1);
+    ASSERT_TRUE(test::send_byte(fds[1], 'x'));
     wait_or_exit(received, "a completion while every worker is busy");
     EXPECT_EQ(op.last.load(), 1);
     wait_or_exit(stopped, "the busy items");
     p->engine->close(*d);
-    ::close(fds[1]);
+    test::close_peer(fds[1]);
     p->stop();
   }
 }
@@ -273,7 +271,7 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
     ASSERT_TRUE(p);
     Countdown received(1);
     test::Receive op;
-    int fds[2];
+    Handle fds[2];
     auto d = pending_receive(*p->engine, fds, op, received);
     ASSERT_TRUE(d);
     ASSERT_TRUE(p->all_asleep_one_in_kernel());
@@ -293,7 +291,7 @@ TEST_P(WorkerPolling, ShutdownWhileAWorkerWaitsInTheKernel) {
       EXPECT_EQ(received.left(), 0u);
       EXPECT_EQ(op.last.load(), -ECANCELED);
     }
-    ::close(fds[1]);
+    test::close_peer(fds[1]);
   }
 }
 

@@ -3,6 +3,14 @@
 
 #include <gtest/gtest.h>
 
+#if defined(_WIN32)
+// winsock2.h first: windows.h alone brings in the old winsock.h, which clashes with it.
+// clang-format off
+#include <winsock2.h>
+#include <windows.h>
+// clang-format on
+#endif
+
 #include <memory>
 #include <string>
 #include <string_view>
@@ -48,6 +56,17 @@ inline std::unique_ptr<Runtime> make_runtime(const std::string& engine, int work
   auto rt = Runtime::create(o);
   EXPECT_TRUE(rt) << rt.error().message();
   return rt ? std::move(*rt) : nullptr;
+}
+
+/// Whether this Windows program runs under wine (its ntdll exports wine_get_version), for the
+/// tests that skip what wine does differently from Windows and say which wine limitation it is.
+inline bool under_wine() {
+#if defined(_WIN32)
+  const HMODULE ntdll = ::GetModuleHandleW(L"ntdll.dll");
+  return ntdll != nullptr && ::GetProcAddress(ntdll, "wine_get_version") != nullptr;
+#else
+  return false;
+#endif
 }
 
 inline std::string engine_name(const ::testing::TestParamInfo<std::string>& info) {

@@ -3,9 +3,11 @@
 #include "arbor/io/socket.hpp"
 
 #include <gtest/gtest.h>
+#if !defined(_WIN32)
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <atomic>
@@ -134,7 +136,13 @@ TEST_P(SocketTest, HalfCloseStillLetsThePeerReply) {
   EXPECT_TRUE(run(body(*rt_)));
 }
 
+// The reset has arrived before the read starts (a loopback RST is delivered within close()).
 TEST_P(SocketTest, PeerResetIsAnErrorOnRead) {
+  if (test::under_wine())
+    GTEST_SKIP() << "wine 8.0 forgets a TCP reset once the wineserver has peeked at the socket "
+                    "(its MSG_PEEK recv takes the ECONNRESET): a receive started after the RST "
+                    "arrived reports end of stream, where Windows reports WSAECONNRESET. "
+                    "PeerResetFailsAPendingRead covers the engine's mapping of the reset.";
   auto body = [](Runtime& rt) -> Task<std::error_code> {
     auto pair = co_await connected_pair(rt);
     if (!pair) co_return pair.error();
@@ -145,6 +153,26 @@ TEST_P(SocketTest, PeerResetIsAnErrorOnRead) {
     co_return n ? std::error_code{} : n.error();
   };
   EXPECT_EQ(run(body(*rt_)), std::errc::connection_reset);
+}
+
+// The read is pending when the reset arrives. With one worker, a task spawned by a running task
+// runs only once that task suspends, so the reset always meets a read that is already pending.
+TEST_P(SocketTest, PeerResetFailsAPendingRead) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::error_code> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return pair.error();
+    auto resetter = r.spawn([](TcpStream& s) -> Task<void> {
+      (void)s.set_linger_reset();
+      s.close();
+      co_return;
+    }(pair->client));
+    std::byte buf[16];
+    auto n = co_await pair->server.read_some(buf);
+    co_await std::move(resetter);
+    co_return n ? std::error_code{} : n.error();
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), std::errc::connection_reset);
 }
 
 TEST_P(SocketTest, WriteToAResetPeerFailsWithoutKillingTheProcess) {
@@ -165,17 +193,22 @@ TEST_P(SocketTest, WriteToAResetPeerFailsWithoutKillingTheProcess) {
 }
 
 TEST_P(SocketTest, ConnectionRefused) {
-  // Find a free port, then close it so nobody listens there.
+  // A port that is bound but not listening: connecting there is refused. The probe keeps it
+  // until the connect has failed; closed first, its port could become the connecting socket's
+  // own ephemeral port, and a socket connecting to itself succeeds (TCP simultaneous open).
+  // Seen under wine, about one run in twenty: ConnectEx needs a bound socket, and Linux's
+  // bind to port 0 hands out the port the probe had just freed.
   auto probe = io::open_socket(Address::loopback_v4(0), io::SocketType::tcp);
   ASSERT_TRUE(probe);
   ASSERT_FALSE(io::bind(*probe, Address::loopback_v4(0)));
   const Address target = *io::local_address(*probe);
-  io::close_handle(*probe);
-  auto body = [](Runtime& rt, Address a) -> Task<std::error_code> {
+  auto body = [](Runtime& rt, Address a) -> Task<std::string> {
     auto s = co_await TcpStream::connect(rt, a);
-    co_return s ? std::error_code{} : s.error();
+    if (!s) co_return s.error() == std::errc::connection_refused ? "refused" : s.error().message();
+    co_return "connected from port " + std::to_string(s->local_address()->port());
   };
-  EXPECT_EQ(run(body(*rt_, target)), std::errc::connection_refused);
+  EXPECT_EQ(run(body(*rt_, target)), "refused") << "to port " << target.port();
+  io::close_handle(*probe);
 }
 
 TEST_P(SocketTest, SixtyFourMebibytesArriveIntactBothWays) {
@@ -358,6 +391,39 @@ TEST_P(SocketTest, CloseCompletesAPendingReadWithOperationCanceled) {
   EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
 
+// Shutting down the read side ends a read already pending with end of stream, as POSIX does,
+// and leaves the write side working: the HTTP server's graceful drain (read) and its idle sweeper
+// (both) stop connections that way, from another task. With one worker, the spawned task runs
+// only once the read is pending.
+TEST_P(SocketTest, ShutdownReadEndsAPendingRead) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r, io::ShutdownHow how) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto shutter = r.spawn([](TcpStream& s, io::ShutdownHow h) -> Task<std::error_code> {
+      co_return io::shutdown(s.native_handle(), h);
+    }(pair->server, how));
+    std::byte buf[8];
+    auto n = co_await pair->server.read_some(buf);
+    if (auto shut = co_await std::move(shutter)) co_return "shutdown: " + shut.message();
+    if (!n) co_return "pending read: " + n.error().message();
+    if (*n != 0) co_return "pending read: " + std::to_string(*n) + " bytes";
+    auto again = co_await pair->server.read_some(buf);
+    if (!again || *again != 0) co_return "a later read is not end of stream";
+    if (how == io::ShutdownHow::both) co_return "ok";
+    const std::byte x{42};
+    if (!co_await pair->server.write_all({&x, 1})) co_return "write after shutdown(read)";
+    std::byte got{};
+    if (!co_await pair->client.read_exact({&got, 1}) || got != x) co_return "peer read";
+    co_return "ok";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt, io::ShutdownHow::read)), "ok");
+  EXPECT_EQ(rt->block_on(body(*rt, io::ShutdownHow::both)), "ok");
+  if (GetParam().starts_with("iocp")) {  // Windows left the reads pending: shutdown() ended them
+    EXPECT_GE(rt->engine().counters().get("reissues"), 2u);
+  }
+}
+
 TEST_P(SocketTest, SecondConcurrentReadIsBusy) {
   auto rt = test::make_runtime(GetParam(), 1);
   auto body = [](Runtime& r) -> Task<std::string> {
@@ -438,6 +504,9 @@ TEST_P(SocketTest, Ipv6Loopback) {
   EXPECT_TRUE(run(body(*rt_)));
 }
 
+#if !defined(_WIN32)
+// Not on Windows: it has no per-process descriptor limit to lower (sockets fail with
+// WSAENOBUFS only when the system runs out of memory), so EMFILE cannot be provoked there.
 // Descriptor exhaustion: with RLIMIT_NOFILE lowered so accept() fails with EMFILE, the
 // listener backs off (its retry timer is pending) instead of failing or spinning, and accepts
 // every waiting connection once descriptors are available again.
@@ -524,6 +593,7 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
   for (int fd : clients)
     ::close(fd);
 }
+#endif  // !_WIN32
 
 // The multishot paths (io_uring) keep what arrives before a reader asks: received bytes in
 // provided buffers, accepted connections in a queue. These tests drive those paths and check

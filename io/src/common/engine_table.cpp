@@ -11,6 +11,9 @@ constexpr const EngineEntry* kEngines[] = {
 #if ARBOR_IO_EPOLL
     &kEpollEngine,
 #endif
+#if ARBOR_IO_IOCP
+    &kIocpEngine,
+#endif
     nullptr,  // keeps the array non-empty on a platform with no engine yet
 };
 

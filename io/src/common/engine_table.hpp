@@ -38,5 +38,6 @@ std::string describe_polling(const EngineOptions& options);
 // The backends' entries (each defined in its backend's file).
 extern const EngineEntry kEpollEngine;
 extern const EngineEntry kUringEngine;
+extern const EngineEntry kIocpEngine;
 
 }  // namespace arbor::io

@@ -79,13 +79,20 @@ std::error_code listen(Handle handle, int backlog) noexcept {
   return check(::listen(socket_of(handle), backlog));
 }
 
-// Unlike Linux, Windows does not promise that shutdown(SD_RECEIVE) completes a receive already
-// pending on the socket; the IOCP engine has to finish such receives itself.
+// Unlike POSIX, Windows leaves a receive already pending on the socket pending across
+// shutdown(SD_RECEIVE) (and wine too). So the socket's calls are cancelled after it: the IOCP
+// engine issues again a call it did not cancel itself, and a receive issued after SD_RECEIVE
+// fails at once, which the engine reports as end of stream, as POSIX does. A pending send is
+// issued again unchanged (it had moved no bytes, or it reports those it moved).
 std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
   const int native = how == ShutdownHow::read    ? SD_RECEIVE
                      : how == ShutdownHow::write ? SD_SEND
                                                  : SD_BOTH;
-  return check(::shutdown(socket_of(handle), native));
+  if (auto failed = check(::shutdown(socket_of(handle), native))) return failed;
+  if (how != ShutdownHow::write && !::CancelIoEx(reinterpret_cast<HANDLE>(handle), nullptr) &&
+      ::GetLastError() != ERROR_NOT_FOUND)
+    return {static_cast<int>(::GetLastError()), std::system_category()};
+  return {};
 }
 
 void close_handle(Handle handle) noexcept {

@@ -14,8 +14,9 @@ namespace arbor::io::windows {
 /// matching WSACleanup is left to process exit: sockets may be closed from static destructors.
 std::error_code winsock_start() noexcept;
 
-/// A Winsock error (WSAGetLastError() or a WSAStartup result) as an error code: the errno value
-/// it corresponds to (errno_code()), or the Winsock value in system_category() where none fits.
+/// A Winsock error (WSAGetLastError() or a WSAStartup result), or a Win32 error a completion
+/// packet's status maps to, as an error code: the errno value it corresponds to (errno_code()),
+/// or the Windows value in system_category() where none fits.
 std::error_code from_wsa_error(int wsa_error) noexcept;
 
 /// from_wsa_error(WSAGetLastError()).

@@ -1,10 +1,10 @@
-// Winsock errors as errno-valued std::error_codes: the one table that maps them.
+// Winsock and Win32 errors as errno-valued std::error_codes: the one table that maps them.
 //
 // arbor reports socket failures as errno values (errno_code(), arbor/result.hpp), so callers
 // compare them with std::errc, and check for EMFILE or ECONNABORTED, the same way on every
 // platform. That needs this table: no standard library maps WSAE* codes to std::errc (libstdc++
 // for mingw-w64 compares system_category()'s WSAEADDRINUSE equal to no errc at all). Only
-// errors the public socket API (and later the IOCP engine) can meet are listed; any other
+// errors the public socket API and the IOCP engine can meet are listed; any other
 // Winsock value stays what it is, a Windows error code in system_category(): its message is
 // Windows' own, it just compares equal to no errc.
 #include <winsock2.h>
@@ -56,6 +56,25 @@ constexpr Mapping kMappings[] = {
     {WSAEHOSTUNREACH, EHOSTUNREACH},
     {WSA_OPERATION_ABORTED, ECANCELED},  // an overlapped operation cancelled or its socket closed
     {WSA_NOT_ENOUGH_MEMORY, ENOMEM},
+    // Win32 errors: what a completion packet's NTSTATUS becomes (RtlNtStatusToDosError), for
+    // operations the IOCP engine started. Their values (< 10000) never collide with WSAE*.
+    {ERROR_NETNAME_DELETED, ECONNRESET},       // STATUS_CONNECTION_RESET, _LOCAL/_REMOTE_DISCONNECT
+    {ERROR_CONNECTION_ABORTED, ECONNABORTED},  // STATUS_CONNECTION_ABORTED
+    {ERROR_CONNECTION_REFUSED, ECONNREFUSED},  // STATUS_CONNECTION_REFUSED
+    {ERROR_PORT_UNREACHABLE, ECONNREFUSED},    // ICMP port unreachable (connected datagrams)
+    {ERROR_NETWORK_UNREACHABLE, ENETUNREACH},
+    {ERROR_HOST_UNREACHABLE, EHOSTUNREACH},
+    {ERROR_SEM_TIMEOUT, ETIMEDOUT},  // STATUS_IO_TIMEOUT: the connect timed out
+    {ERROR_GRACEFUL_DISCONNECT, EPIPE},
+    {ERROR_PIPE_NOT_CONNECTED, EPIPE},  // STATUS_PIPE_DISCONNECTED: that side was shut down
+    {ERROR_CONNECTION_INVALID, ENOTCONN},
+    {ERROR_ADDRESS_ALREADY_ASSOCIATED, EADDRINUSE},
+    {ERROR_DUP_NAME, EADDRINUSE},  // STATUS_ADDRESS_ALREADY_EXISTS
+    {ERROR_INVALID_NETNAME, EADDRNOTAVAIL},
+    {ERROR_OUTOFMEMORY, ENOMEM},
+    {ERROR_INVALID_PARAMETER, EINVAL},
+    {ERROR_INVALID_HANDLE, EBADF},
+    {ERROR_MORE_DATA, EMSGSIZE},
 };
 
 }  // namespace
