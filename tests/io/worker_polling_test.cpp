@@ -3,6 +3,11 @@
 // waits in the kernel, an outside submit that must wake that worker, and shutdown under it.
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sys/socket.h>
+#include <unistd.h>
+#endif
+
 #include <atomic>
 #include <chrono>
 #include <fstream>
@@ -143,6 +148,9 @@ TEST_P(WorkerPolling, ACompletionWhileEveryWorkerIsBusyStillRuns) {
   }
 }
 
+#if defined(__linux__)
+// Linux only: the question is io_uring's (the submitter of a request runs its completion
+// work), and the test reads /proc.
 // True once thread `tid` of this process sleeps (state S or D in /proc); false after `timeout`.
 bool eventually_asleep(pid_t tid) {
   const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
@@ -224,6 +232,7 @@ TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
   ::close(fds[1]);
   p->stop();
 }
+#endif  // __linux__
 
 // Catches: a timer added while the only worker waits in the kernel with no deadline (or an
 // older, later one) being slept through: the add must shorten that wait.
