@@ -5,9 +5,7 @@
 #include <cstring>
 #include <new>
 
-#if defined(_WIN32)
-#include <windows.h>
-#endif
+#include "arbor/sync/thread_object.hpp"
 
 namespace arbor::frame_pool {
 namespace {
@@ -50,36 +48,11 @@ struct Cache {
   }
 };
 
-#if defined(_WIN32)
-// Not a thread_local Cache: mingw-w64 keeps thread_local objects in emutls storage, which libgcc
-// frees at thread exit from a winpthreads key destructor that runs before the one libstdc++
-// registered for the object's destructor, so ~Cache would walk freed memory (a worker's exit
-// crashed under wine). A fiber-local slot hands its callback the value itself: the cache lives
-// on the heap and the callback, which reads no thread-local storage, deletes it.
-void WINAPI delete_cache(void* cache) noexcept {
-  delete static_cast<Cache*>(cache);
-}
-
-// The calling thread's cache; null if none can be had (its frames then use the heap).
+// The calling thread's cache; null if none can be had (its frames then use the heap). Not a
+// plain thread_local: see sync/thread_object.hpp for why, on Windows.
 Cache* this_thread_cache() noexcept {
-  static const DWORD slot = ::FlsAlloc(&delete_cache);
-  if (slot == FLS_OUT_OF_INDEXES) return nullptr;
-  auto* cache = static_cast<Cache*>(::FlsGetValue(slot));
-  if (cache != nullptr) return cache;
-  cache = new (std::nothrow) Cache;
-  if (cache != nullptr && !::FlsSetValue(slot, cache)) {
-    delete cache;
-    return nullptr;
-  }
-  return cache;
+  return sync::this_thread_object<Cache>();
 }
-#else
-thread_local Cache cache;
-
-Cache* this_thread_cache() noexcept {
-  return &cache;
-}
-#endif
 
 // Class c holds frames of (c + 1) * kClassBytes bytes.
 std::size_t class_of(std::size_t size) noexcept {

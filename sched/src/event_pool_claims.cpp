@@ -1,10 +1,6 @@
 #include "event_pool_claims.hpp"
 
-#include <new>
-
-#if defined(_WIN32)
-#include <windows.h>
-#endif
+#include "arbor/sync/thread_object.hpp"
 
 namespace arbor::sched::detail {
 namespace {
@@ -14,35 +10,12 @@ namespace {
 // that no longer exists. Trivially destructible, so it outlives every destructor.
 constinit thread_local bool t_table_gone = false;
 
-#if defined(_WIN32)
-// Not a thread_local table: mingw-w64 keeps thread_local objects in emutls storage, which libgcc
-// frees at thread exit from a winpthreads key destructor that runs before the one libstdc++
-// registered for the object's destructor, so ~PoolClaimTable walked freed memory (a heap
-// corruption under wine when an EventPool test's thread exited). A fiber-local slot's callback
-// runs at thread exit before either of them, with the table itself as its argument.
-void WINAPI delete_table(void* table) noexcept {
-  delete static_cast<PoolClaimTable*>(table);
-}
-
-// The calling thread's table, or nullptr if none can be had (its claims then fail, and the
-// pool's shared list serves it).
+// The calling thread's table (destroyed at its exit: that returns the caches), or nullptr if
+// none can be had (its claims then fail, and the pool's shared list serves it). Not a plain
+// thread_local: see sync/thread_object.hpp for why, on Windows.
 PoolClaimTable* table() noexcept {
-  static const DWORD slot = ::FlsAlloc(&delete_table);
-  if (slot == FLS_OUT_OF_INDEXES) return nullptr;
-  if (auto* t = static_cast<PoolClaimTable*>(::FlsGetValue(slot))) return t;
-  auto* t = new (std::nothrow) PoolClaimTable;
-  if (t != nullptr && !::FlsSetValue(slot, t)) {
-    delete t;
-    return nullptr;
-  }
-  return t;
+  return sync::this_thread_object<PoolClaimTable>();
 }
-#else
-PoolClaimTable* table() noexcept {
-  thread_local PoolClaimTable instance;  // destroyed at thread exit: returns the caches
-  return &instance;
-}
-#endif
 
 }  // namespace
 
