@@ -18,8 +18,8 @@
  * THE DRIVER (-DDRIVER; sched/driver.hpp and the driver steps of scheduler.cpp):
  *   poll right   poll_right_ (right): try_take_poll_right() is one exchange step (with DETACH
  *                its seq_cst re-look at driver_ is a step of its own, and a right taken with
- *                no driver is released). release_poll_right(): the store, then D0's other
- *                half (below).
+ *                no driver is released). release_poll_right(): the store, then the
+ *                handover (below).
  *   driver       Driver::wait() as a sticky binary unpark flag plus an IO source: wait(-1)
  *                blocks until the flag is set or a completion is ready, wait(0) never blocks;
  *                a wait reaps all ready completions or (a full batch) one, and drains the flag,
@@ -29,25 +29,16 @@
  *                and dispatch(): the first to its own local queue with its wake deferred
  *                (submit, prefer_local), the rest to global_ with a notify (submit_batch),
  *                then the deferred decision, as at an item's end.
- *   D0           park(): a parker that did not get the right but saw a driver (saw_driver,
- *                the code's second look at driver_) adds one to right_wanted_ (wanted, a count
- *                of wishes, so a release can tell a wish made after its load) and looks
- *                again: an exchange on the right (and, with DETACH, the re-look), which may
- *                make it the holder after all (its own wish then stays set, as in the code).
  *   D1           park(): a worker that takes the right sets the driver bit in the P1 step.
  *   P2 rechecks  after the fence, in the code's order: driver_appeared (a parker that saw no
  *                driver sees one now; FIX_ATTACH) and right_freed (a parker that saw the right
  *                taken sees it free now, and a driver), each taken as queued work (P3); then
  *                anything_queued().
- *   release      release_poll_right(), after its store: load wanted; if non-zero,
- *                notify_parked(&woke), and if it woke a sleeper, clear the wishes it saw by a
- *                compare-exchange from the count loaded (it fails, and the count stays, if a
- *                worker wished meanwhile). By default the count is abstracted (see WISH_EXACT
- *                below the comments); -DWISH_EXACT models it exactly, bounded.
- *                Every release in the model goes through it (polls, P3, D3, a re-look that
- *                finds no driver).
- *   reaper wake  wait_in_driver(), after D3, dispatch() and the release: if idle_state_ counts
- *                fewer than N unparked (a relaxed load), notify_parked().
+ *   handover     release_poll_right(), after its store: notify_parked(), by S3's rule: a
+ *                sleeper is woken unless someone searches or all are awake. Every release in
+ *                the model goes through it (polls, looks, P3, D3, a re-look that finds no
+ *                driver). It is what keeps a holder that goes on to run a long item from
+ *                leaving the kernel unwatched while another worker sleeps on the semaphore.
  *   P3 (holder)  claimed (bit already cleared by a waker): back, searching, right released;
  *                else covered: to the driver; else count itself in by S3's rule, the same CAS
  *                clearing the bit, and release the right.
@@ -57,7 +48,8 @@
  *                the semaphore as before.
  *   D3           leave_driver(), after the wait: bit cleared, claimed (searching); else a CAS
  *                that clears the bit and counts itself unparked, not searching. Then dispatch()
- *                and release_poll_right(), the reaper's wake, and back to run_worker's loop.
+ *                and release_poll_right() (its handover wakes a sleeper to take the kernel
+ *                over while we run what we reaped), and back to run_worker's loop.
  *   polls        run_worker(): a worker out of work takes the right if free, polls (wait(0),
  *                dispatch), releases it and looks for work once more before spinning; after
  *                any item (kPollInterval: every 61st, here any one) a worker may poll likewise.
@@ -67,8 +59,9 @@
  *                concurrently; the holder's reload of driver_ in wait_in_driver() and
  *                poll_without_waiting() is checked (assert), and every use of the driver after
  *                detach_driver() returned.
- *   Not modelled: poll_driver() (from inside an item; but see -DLOOK_LONG), timers' timeouts (a wait that returns
- *   with nothing is covered by the stale unpark flag), stop(), spares and blocking regions
+ *   Not modelled: poll_driver() (from inside an item; but see -DLOOK_LONG), timers' timeouts
+ *   (a wait that returns with nothing is covered by the stale unpark flag), stop(), spares and
+ *   blocking regions
  *   (blocked_ = 0 and started_ = N, so S3's "enough awake" is unparked >= N).
  *
  * SCENARIO: WORKERS (2 or 3) workers, all started (no spares, no blocking regions, no stop).
@@ -83,7 +76,7 @@
  *   -DLONG_IO=k    the first k items that reaps dispatch to the reaper's own local queue (the
  *                  one it runs next) are long: whoever takes one runs it for ever (label
  *                  end_long), an item longer than anything else in the scenario. So the
- *                  others must watch the kernel meanwhile: D0 and the reaper's wake.
+ *                  others must watch the kernel meanwhile: the handover.
  *   -DLOOK_LONG    a long item first calls poll_driver(): takes the right if free, wait(0),
  *                  dispatches (its wake decision deferred to an end it never reaches), and
  *                  releases the right; then runs for ever.
@@ -102,15 +95,12 @@
  *   order anything (the right's exchange, the re-look at driver_, driver_ and unparkers_ in
  *   unpark_driver() and detach_driver()) are seq_cst in the code; the relaxed first looks in
  *   try_take_poll_right() are taken as SC too, which only hides behaviour (see ATTACH below).
- *   D0 relies on seq_cst as the code says: the parker's "right_wanted_ store; poll_right_
- *   exchange" and the release's "poll_right_ store; right_wanted_ load" are all seq_cst (a
- *   Dekker pair: the release sees the wish or the parker's exchange finds the right free);
- *   right_freed's relaxed load of poll_right_ comes after the P2 fence, and the release's store
- *   before notify_parked()'s S2 fence (the second pair, for a wish the release did see). Both
- *   are exact under SC. The reaper's wake reads idle_state_ relaxed with no fence after the
- *   release's store, so C++ lets it miss a P1 that SC would show it; that loses nothing the
- *   model relies on: a parker that saw the right taken has made a wish, and the first pair
- *   makes that release see it (then notify_parked() fences) or the parker take the right.
+ *   The handover is a Dekker pair of its own: the release's "poll_right_ store; S2 fence;
+ *   load idle_state_" against the parker's "P1 RMW idle_state_; P2 fence; load poll_right_"
+ *   (right_freed): either the release sees the parker asleep, or the parker sees the right
+ *   free. The fences make it exact under SC, whatever the store's order (the code's is release;
+ *   poll_right_release.pml checks the pair under x86-TSO and finds it broken without S2's
+ *   fence).
  *
  * ABSTRACTIONS, and why:
  *   - Each CAS loop keeps the code's shape: one load, then a CAS step that fails (and reloads)
@@ -185,75 +175,38 @@
  *     be null (a null Driver* called). Fix (FIX_DETACH): use the Driver* try_take_poll_right()
  *     saw, which detach_driver() keeps valid until the right is released.
  *
- * WHAT THE D0 RUNS FOUND (D0, the restore of right_wanted_, the right_freed recheck and the
- *   reaper's wake are the code's default; each -DBUGGY_* takes one out and must fail, with a
- *   completion stranded while a worker sleeps on the semaphore and another runs a long item):
- *   - -DBUGGY_NO_WANTED (the parker does not store right_wanted_; it still looks again): a
- *     holder in a busy poll (not searching) reaps, releases, runs the reaped item long; the
- *     worker that parked while it held the right sleeps on. (D0 scenario of check.sh.)
- *   - -DBUGGY_RELEASE (the wish cleared although nobody was woken; before the wish-race fix:
- *     taken and not restored): the holder's wake declines because the parker still counts
- *     as searching; the holder, not searching (its T1 failed: the cap), polls again, reaps a
- *     long item and releases with no wish to see; the parker finds the right taken at P2.
- *   - -DBUGGY_NO_RIGHT_RECHECK: the parker wishes, the release sees the wish but declines (the
- *     parker still searches), restores it, and nobody releases again: without right_freed the
- *     parker sleeps although the right came free after its look.
- *   - -DBUGGY_NO_REAPER_WAKE: not needed while every semaphore sleeper has made a wish (with 2
- *     workers and the driver attached from the start, D0 covers the reaper), but needed for a
- *     sleeper that never did: one that parked before attach_driver(), whose wake declined
- *     because the other worker searched; that one parks into the driver, reaps, runs long.
- *     (ATTACH run of check.sh; also with -DASLEEP=1.)
- *   And the wish race (3 workers; check.sh's RACE scenario), a bug of the code that took the
- *   wish before its wake and restored it after one that woke nobody (-DBUGGY_WISH_RACE):
- *   A runs out of work while B holds the right in a busy poll;
- *   A wishes (D0) and looks again: still taken. B releases: takes the wish; its wake declines,
- *   since A still counts as searching (before its P1). Before B stores the wish back, C (just
- *   out of an item that queued a long one) takes the right in a busy poll. A: P1, P2 sees the
- *   right taken (by C), nothing queued yet to see (B and C pop their long items before A's
- *   queue reads). C releases: right_wanted_ is false (B holds the wish), no wake. B restores
- *   it. B and C run their long items; A sleeps on the semaphore; nobody holds the right until
- *   a long item ends, so completions wait for it: what D0 exists to prevent. The restore
- *   cannot help, since the wish is off while B's wake looks, and right_freed cannot, since C
- *   holds the right while A looks. The fix (then; see the count below): the
- *   release leaves the wish set while it wakes, and clears it only if it woke a sleeper
- *     if (right_wanted_.load(seq_cst)) { bool woke = false; notify_parked(&woke);
- *                                        if (woke) right_wanted_.store(false, seq_cst); }
- *   (two releases may then both wake for one wish: a spare wake at most). With it the model
- *   passes the RACE scenario, every driver, attach, detach and D0 run of check.sh, and runs
- *   too big for it: -DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=1
- *   -DBUSY_START -DLONG_QUEUED=1 (18 million states), and the D0 scenario with the producer
- *   instead of BUSY_START (-DPRODUCED=1, 9 million).
- *   SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases (tests/sched/driver_test.cpp)
- *   forces the race with test hooks.
- *   That store of false after a wake (-DBUGGY_WISH_STORE; right_wanted_ a bool) erases a wish
- *   made by another worker between the release's load and its store: found only with long
- *   items that look at the driver first (-DLOOK_LONG, poll_driver() inside the item), the
- *   check.sh LOOK scenario, 1.07 million states, 2.5 s (SchedulerDriver.AWishMadeWhileARelease
- *   ClearsAnotherSurvives forces it). The code now counts wishes (fetch_add) and clears them by
- *   compare-exchange from the count loaded. That does NOT pass the LOOK scenario:
- *   - -DWISH_EXACT (the count itself): its ABA. A release loads 2 (stale wishes); another
- *     release clears them; W wishes (1), is woken by the first release, wishes again (2): the
- *     first release's compare-exchange from 2 succeeds and erases W's new wish, W sleeps while
- *     the two releasers run long items (4.2 million states, 6 s, WISH_MAX=12; with exact
- *     counts the other driver runs reach WISH_MAX=15, so it is not the default).
- *   - the default, a count without ABA (a compare-exchange that fails after any change since
- *     the load): one wake clears every wish the release saw. B's release loads 1 after C and
- *     A both wished (A before its P1), wakes C, clears; C, woken, steals a long item whose look
- *     takes the right; A sleeps (right taken at its recheck); C's look releases with no wish;
- *     B and C run long (31.8 million states, 105 s, 3.2 GB: too big for check.sh).
- *   So a wake must serve one wish only, or the woken worker must take the right over even if
- *   it finds an item; both are for the code to decide. check.sh runs the LOOK scenario only
- *   for -DBUGGY_WISH_STORE.
+ * WHAT THE RIGHT'S RELEASE RUNS FOUND. The handover is the third design; the model rejected the
+ *   first two, each in a scenario check.sh still runs (all three now pass):
+ *   - No handover at all (-DBUGGY_NO_HANDOVER): a holder in a busy poll (not searching) reaps,
+ *     releases and runs the reaped item long, while the worker that parked because it held the
+ *     right sleeps on (D0 scenario); so does one that parked before attach_driver() (ATTACH).
+ *   - "Wishes": a parker that found the right taken raised right_wanted_ and looked again; a
+ *     release woke a sleeper only if it saw a wish, and then cleared it. Each way of clearing
+ *     failed. Taken before the wake and restored if nobody was woken: a second release in the
+ *     window missed it (RACE scenario: three workers, two long items). Cleared by a store after
+ *     a wake: a wish made meanwhile was erased (LOOK scenario: long items that look into the
+ *     driver first). A count cleared by a compare-exchange from the value seen: its ABA, and
+ *     one wake clearing every wish it saw though the woken worker took the right only for a
+ *     look (LOOK again, 4 and 32 million states).
+ *   - A handover that ignores searchers (wakes whenever someone sleeps and nobody is in the
+ *     driver): two idle workers wake each other for ever, each one's out-of-work poll waking
+ *     the other as it parks (a non-progress cycle, D0 scenario with -DNP). S3's rule has none:
+ *     a worker that polls on its way to park searches, or someone else does.
+ *   - Without right_freed (-DBUGGY_NO_RIGHT_RECHECK), the handover itself fails: its S3 sees
+ *     the parker still awake (before its P1) and declines, nobody releases again, and the
+ *     parker sleeps although the right came free after its look (D0, RACE, LOOK).
+ *   SchedulerDriver.TwoRacingReleasesLeaveSomeoneInTheKernel and AParkDuringAReleasesWakeIs
+ *   SeenByTheNextRelease (tests/sched/driver_test.cpp) force the RACE and LOOK interleavings
+ *   with test hooks; WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem fails without
+ *   the handover.
  *
  * HOW TO RUN: `make model` (sched/model/check.sh, which works in a temporary directory):
  *   spin -a -DWORKERS=2 park_notify.pml && cc -O2 -o pan pan.c && ./pan -m100000
  *   spin -a -DWORKERS=2 park_notify.pml && cc -O2 -DNP -o pan pan.c && ./pan -m100000 -l
  *   -DOLD_PROTOCOL (to spin) for the old park(); -DPRODUCED=n, -DSPAWN=n change the workload;
  *   -DDRIVER (-DIO=n, -DNO_LONG_ITEM, -DASLEEP=n, -DLONG_IO=k, -DBUSY_START, -DLONG_QUEUED=k),
- *   -DATTACH, -DDETACH add the driver; -DBUGGY_NO_WANTED, -DBUGGY_RELEASE,
- *   -DBUGGY_NO_RIGHT_RECHECK, -DBUGGY_NO_REAPER_WAKE take a step of D0 out; -DBUGGY_WISH_RACE,
- *   -DBUGGY_WISH_STORE (right_wanted_ a bool, as before the count); -DWISH_EXACT
- *   (-DWISH_MAX=n) the count itself; -DLOOK_LONG long items call poll_driver() first.
+ *   -DATTACH, -DDETACH add the driver; -DBUGGY_NO_HANDOVER, -DBUGGY_NO_RIGHT_RECHECK take a
+ *   step of the right's release out; -DLOOK_LONG long items call poll_driver() first.
  *   The old protocol's livelock: cc -DNP ... && ./pan -m100000 -l -f -A (-A: skip the asserts).
  *   Replay a counterexample: spin -t [same -D flags] park_notify.pml prints its interleaving
  *   as one line per step ("w1 P1 parks -> idle_state_ (...)"; w<i> worker i, x<N> producer,
@@ -299,26 +252,6 @@
 #if LONG_IO > 0 || LONG_QUEUED > 0
 #define LONGS
 #endif
-/* right_wanted_'s count. By default the model keeps only what a count without ABA would tell
-   its readers: whether it is non-zero (wanted 0 or 1), and, for each release between its load
-   and its compare-exchange, whether the count changed since (rel[i]: 0 no release in flight,
-   1 unchanged, 2 changed): a wish or another release's clear. Exact counts grow with every
-   park on the long paths of the driver runs (past 15 within 2 workers), too many states.
-   -DWISH_EXACT models the code's count itself, bounded (a wish that would reach WISH_MAX fails
-   an assertion), for the scenario that shows its ABA (see WHAT THE D0 RUNS FOUND). */
-#ifndef WISH_MAX
-#define WISH_MAX 15
-#endif
-#define CHANGED \
-  if :: rel[0] == 1 -> rel[0] = 2 :: else -> skip fi; \
-  if :: rel[1] == 1 -> rel[1] = 2 :: else -> skip fi; \
-  if :: rel[2] == 1 -> rel[2] = 2 :: else -> skip fi
-/* The code before the count (right_wanted_ a bool: D0 stores true, the release stores false
-   after a wake; and, before that, the wish race's exchange and restore). */
-#if defined(BUGGY_WISH_STORE) || defined(BUGGY_WISH_RACE)
-#define WISH_BOOL
-#endif
-
 /* idle_state_: (unparked, searching). All N workers but the last ASLEEP start awake, none
    searching; those start asleep in P4. */
 byte unparked = N - ASLEEP;
@@ -354,8 +287,6 @@ bool unpark_flag = false;  /* the driver's sticky unpark (an eventfd's count) */
 byte io_left = IO;      /* completions the IO source has yet to produce */
 byte io_ready = 0;      /* completions ready in the kernel, not reaped by any wait yet */
 byte unparkers = 0;     /* unparkers_ */
-byte wanted = 0;        /* right_wanted_ (D0): a count of wishes (see WISH_EXACT) */
-byte rel[3];            /* each release's view of the count since its load (see WISH_EXACT) */
 byte long_left = LONG_IO;  /* reaped items still to be made long (see LONG_IO) */
 byte longq[3];          /* long items queued in lq[i] */
 /* ghost state */
@@ -554,96 +485,24 @@ inline item_end() {
 #define SAW_DRV true
 #endif
 
-/* release_poll_right(): the store (seq_cst), then D0's other half. The wishes (right_wanted_)
-   are looked at (seq_cst load), a sleeper woken by S3's rule (notify_parked(&woke)), and the
-   wishes seen cleared only if one was: a compare-exchange from the count loaded, which fails,
-   leaving the count for the next release, if a worker wished meanwhile. */
+/* release_poll_right(): the store, then the handover: notify_parked() (S2..S4, with D2), so
+   that a holder going on to run items for long does not leave the kernel unwatched while a
+   worker sleeps on the semaphore. -DBUGGY_NO_HANDOVER leaves it out. */
 inline release_right() {
   atomic {
     right = false; holder = false; nholders--; rholder = 0;
     printf("w%d releases the poll right\n", me)
   };
-#ifndef BUGGY_WISH_RACE
-  /* The wishes stay counted while their release looks for a sleeper, and only those it saw are
-     cleared, once one was woken (see WHAT THE D0 RUNS FOUND); -DBUGGY_RELEASE clears them even
-     when nobody was; -DBUGGY_WISH_STORE is the bool's store of false, which also clears a wish
-     made after the load. */
-  if
-  :: atomic {                                   /* wishes = right_wanted_.load(seq_cst) */
-       wanted != 0 -> seen = wanted;
-#ifndef WISH_EXACT
-       rel[me] = 1
-#endif
-     };
-     notify_woke();
-     atomic {
-       if
-#ifdef BUGGY_WISH_STORE
-       :: woke -> wanted = 0;                    /* right_wanted_.store(false) */
-          printf("w%d release: woke a sleeper for right_wanted_, clears it\n", me)
+#ifndef BUGGY_NO_HANDOVER
+  notify()
 #else
-       :: woke ->                                /* right_wanted_.compare_exchange(wishes, 0) */
-          if
-#ifdef WISH_EXACT
-          :: wanted == seen -> wanted = 0;
-#else
-          :: rel[me] == 1 -> wanted = 0; CHANGED;
-#endif
-             printf("w%d release: woke a sleeper for right_wanted_ (%d), clears it\n", me, seen)
-          :: else ->
-             printf("w%d release: woke a sleeper; right_wanted_ %d, not %d: stays\n", me,
-                    wanted, seen)
-          fi
-#endif
-#ifdef BUGGY_RELEASE
-       :: else -> wanted = 0;
-          printf("w%d release: nobody woken, clears right_wanted_ anyway\n", me)
-#else
-       :: else -> printf("w%d release: nobody woken, right_wanted_ stays\n", me)
-#endif
-       fi;
-       woke = false; seen = 0;
-#ifndef WISH_EXACT
-       rel[me] = 0
-#endif
-     }
-  :: else -> skip
-  fi
-#else
-  /* The code before the fix: the wish taken (exchange), a sleeper woken, the wish restored
-     if none was. */
-  if
-  :: wanted != 0 ->                              /* right_wanted_.load(seq_cst) */
-     atomic {                                    /* right_wanted_.exchange(false) */
-       if
-       :: wanted != 0 -> wanted = 0; wish = true;
-          printf("w%d release: takes right_wanted_, wakes a sleeper to take the right\n", me)
-       :: else -> skip
-       fi
-     };
-     if
-     :: atomic { wish -> wish = false };
-        notify_woke();                           /* S2..S4, woke: a sleeper was woken */
-        atomic {
-#ifndef BUGGY_RELEASE
-          if
-          :: !woke -> wanted = 1;                /* right_wanted_.store(true) */
-             printf("w%d release: nobody woken, right_wanted_ restored\n", me)
-          :: else -> skip
-          fi;
-#endif
-          woke = false
-        }
-     :: else -> skip
-     fi
-  :: else -> skip
-  fi
+  skip
 #endif
 }
 
 /* With DETACH: after an exchange that took the right, the seq_cst re-look at driver_ that
-   pairs with detach_driver() (try_take_poll_right(), and park()'s D0 retry); a right taken
-   with no driver is released, by release_poll_right() (D0's half included). */
+   pairs with detach_driver() (try_take_poll_right()); a right taken with no driver is
+   released, by release_poll_right() (its handover included). */
 inline relook() {
 #ifdef DETACH
   if
@@ -783,9 +642,8 @@ active [N] proctype worker() {
   byte s_u, s_s;     /* a loaded idle_state_ */
   bool got, ok, q, woke, deferred;
 #ifdef DRIVER
-  bool s_d, to_drv, d_seen, holder, saw_drv, polled, wish;
+  bool s_d, to_drv, d_seen, holder, saw_drv, polled;
   byte r;            /* completions reaped, not yet dispatched */
-  byte seen;         /* release_poll_right()'s load of right_wanted_ */
 #endif
 #ifdef LONGS
   bool mylong;       /* took a long item */
@@ -928,33 +786,6 @@ park:
 #if defined(ATTACH) || defined(DETACH)
   atomic { saw_drv = holder || attached };       /* saw_driver: held || driver_.load() */
 #endif
-  if
-  :: !holder && SAW_DRV ->                       /* D0: the right is taken */
-#ifndef BUGGY_NO_WANTED
-     atomic {
-#ifdef WISH_BOOL
-       wanted = 1; printf("w%d D0 right taken: right_wanted_ = true\n", me)
-#else
-#ifdef WISH_EXACT
-       assert(wanted < WISH_MAX);                /* the model's bound, not the code's */
-       wanted++;                                 /* right_wanted_.fetch_add(1) */
-#else
-       wanted = 1; CHANGED;                      /* right_wanted_.fetch_add(1) */
-#endif
-       printf("w%d D0 right taken: right_wanted_ += 1 -> %d\n", me, wanted)
-#endif
-     };
-#endif
-     atomic {                                    /* and look again: poll_right_.exchange(true) */
-       if
-       :: !right -> right = true; holder = true; nholders++; rholder = me + 1;
-          printf("w%d D0 looks again: takes the poll right\n", me)
-       :: else -> printf("w%d D0 looks again: still taken\n", me)
-       fi
-     };
-     relook()                                    /* held = driver_.load(seq_cst), DETACH */
-  :: else -> skip
-  fi;
 #endif
   atomic {                                       /* P1: idle_state_ -= (1, w.searching) */
     unparked--;
@@ -987,7 +818,7 @@ park:
   fi;
 #endif
 #ifndef BUGGY_NO_RIGHT_RECHECK
-  /* right_freed: a parker that found the right taken (D0) looks at it again after the fence,
+  /* right_freed: a parker that found the right taken looks at it again after the fence,
      and treats it free (and a driver still there) as queued work (P3). */
   if
   :: !holder && SAW_DRV ->
@@ -1117,15 +948,6 @@ end_drv:
      FORGET;
      dispatch();
      release_right();
-#ifndef BUGGY_NO_REAPER_WAKE
-     if                                          /* the reaper's wake: anyone asleep? */
-     :: atomic {                                 /* idle_state_.load(relaxed): unparked < N */
-          unparked < N -> printf("w%d reaper's wake: unparked %d < %d\n", me, unparked, N)
-        };
-        notify()
-     :: else -> skip
-     fi;
-#endif
      goto top
   :: else -> skip
   fi;

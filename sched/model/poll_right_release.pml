@@ -1,22 +1,21 @@
 /*
- * poll_right_release.pml: why Scheduler::release_poll_right() stores poll_right_ seq_cst.
+ * poll_right_release.pml: why Scheduler::release_poll_right()'s handover needs S2's fence.
  *
- * The D0 handshake of sched/src/scheduler.cpp, alone, under x86-TSO (each thread's plain
- * stores wait in a FIFO store buffer; its own loads read that buffer first; a locked
- * instruction (xchg, lock cmpxchg, mfence) drains it). This is what the compilers emit for
- * the C++ orderings used: a seq_cst store is an xchg, a release store a plain mov, every load a
- * plain mov, every read-modify-write a locked instruction, a seq_cst fence an mfence.
+ * The release of the poll right against a worker going to sleep because it found the right
+ * taken (sched/src/scheduler.cpp), alone, under x86-TSO (each thread's plain stores wait in a
+ * FIFO store buffer; its own loads read that buffer first; a locked instruction (xchg, lock
+ * cmpxchg, mfence) drains it). This is what the compilers emit for the C++ orderings used: a
+ * release store is a plain mov, every load a plain mov, every read-modify-write a locked
+ * instruction, a seq_cst fence an mfence.
  *
  *   holder (release_poll_right(), after a busy worker's look; it then runs items for long):
- *     poll_right_.store(false)             seq_cst: xchg   (-DRELEASE_STORE: release, a mov)
- *     if right_wanted_.load():
- *       notify_parked(): S2 fence, load idle_state_; S3 wakes the parker if it is asleep
- *       (P1 done), and only then right_wanted_.store(false) (seq_cst); else the wish stays.
+ *     poll_right_.store(false, release)    a mov, into the store buffer
+ *     notify_parked(): S2 fence            mfence: the store reaches memory (-DNO_FENCE: none)
+ *                      load idle_state_; S3 wakes the parker if it is asleep (P1 done)
  *   parker (park(), with the right taken):
- *     D0  right_wanted_.store(true)        seq_cst: xchg
- *         poll_right_.exchange(true)       took it: done, it waits in the driver
- *     P1  idle_state_ RMW                   counted asleep
- *     P2  fence; right_freed = !poll_right_.load()   free: it takes it (P3), done
+ *         poll_right_.exchange(true)       try_take_poll_right(): taken, so it goes on
+ *     P1  idle_state_ RMW                  counted asleep (locked)
+ *     P2  fence; right_freed = !poll_right_.load()   free: it comes back (P3) and takes it
  *     P4  sleeps on the semaphore until woken.
  *
  * PROPERTY (checked when nothing can move): the parker holds the right or was woken. The
@@ -24,21 +23,20 @@
  * the kernel while the holder runs a long item (the IO stall of
  * WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem, in a race window).
  *
- * With the seq_cst store it holds (0 errors); with -DRELEASE_STORE spin finds the violation:
- * the holder's store waits in its buffer while its load reads right_wanted_ still false, and
- * the parker's exchange and P2 load still see the right taken. This checks TSO, the model of
- * the machines the project runs on; for the C++ model the argument is the single total order
- * of seq_cst operations, in the comment of release_poll_right().
+ * With the fence it holds (0 errors); with -DNO_FENCE spin finds the violation: the holder's
+ * store waits in its buffer while its load reads idle_state_ without P1, and the parker's P2
+ * load still sees the right taken. The store itself may be a release store: the fence orders
+ * it. This checks TSO, the model of the machines the project runs on; for the C++ model the
+ * argument is the fences' single total order, in the comment of release_poll_right().
  *
  * RUN: sched/model/check.sh (by `make model`), or by hand:
  *   spin -a poll_right_release.pml && cc -o pan pan.c && ./pan        (expect errors: 0)
- *   spin -a -DRELEASE_STORE poll_right_release.pml && cc -o pan pan.c && ./pan   (errors: 1)
+ *   spin -a -DNO_FENCE poll_right_release.pml && cc -o pan pan.c && ./pan   (errors: 1)
  */
 
 bool right = true;      /* poll_right_ in memory: the holder has it */
-bool wanted = false;    /* right_wanted_ in memory */
 bool p1 = false;        /* idle_state_: the parker counted itself asleep (P1) */
-bool hbuf = false;      /* the holder's store buffer holds `right = false` (RELEASE_STORE) */
+bool hbuf = false;      /* the holder's store buffer holds `right = false` */
 
 bool holder_done = false;
 bool parker_has_right = false;
@@ -49,25 +47,16 @@ bool asleep = false;    /* the parker sleeps on the semaphore (P4) */
 #define HOLDER_DRAIN  if :: hbuf -> right = false; hbuf = false :: else -> skip fi
 
 active proctype holder() {
-  bool w = false;
-#ifdef RELEASE_STORE
-  hbuf = true;                                  /* mov: into the store buffer */
-#else
-  atomic { HOLDER_DRAIN; right = false };       /* xchg */
+  hbuf = true;                                  /* release store: a mov, into the buffer */
+#ifndef NO_FENCE
+  atomic { HOLDER_DRAIN };                      /* S2: mfence */
 #endif
-  /* right_wanted_.load(seq_cst): a mov, from memory (nothing of ours buffered for it) */
-  w = wanted;
-  if
-  :: w ->
-     atomic {                                   /* S2 fence (mfence), load idle_state_, S3 */
-       HOLDER_DRAIN;
-       if
-       :: p1 -> woke = true; wanted = false     /* the parker is asleep: wake it, clear the */
-       :: else -> skip                          /* wish (xchg); else the wish stays */
-       fi
-     }
-  :: else -> skip
-  fi;
+  atomic {                                      /* load idle_state_, S3 */
+    if
+    :: p1 -> woke = true                        /* the parker is asleep: wake it */
+    :: else -> skip
+    fi
+  };
   holder_done = true                            /* goes on to run a long item */
 }
 
@@ -80,7 +69,6 @@ end_drain:
 }
 
 active proctype parker() {
-  atomic { wanted = true };                     /* D0 store, seq_cst: xchg */
   atomic {                                      /* poll_right_.exchange(true): locked */
     if
     :: !right -> right = true; parker_has_right = true

@@ -40,11 +40,10 @@
 // (D2). On its way out (D3), a driver sleeper whose bit was cleared was counted in by its waker,
 // like a woken sleeper; one whose bit is still set clears it and counts itself back in, which
 // breaks no rule above, since no wake was ever counted for it. Only the holder of the poll
-// right sets the bit, so there is at most one driver sleeper. A parker that finds the right
-// taken says it wants it (D0) before it sleeps on the semaphore; the holder's release then wakes
-// a sleeper to take it over, so that a holder going on to run a long item never leaves the
-// kernel unwatched while other workers sleep (WorkerPolling.AnIdleWorkerReapsWhileTheOtherRuns
-// ALongItem).
+// right sets the bit, so there is at most one driver sleeper. Every release of the right hands
+// the kernel over by S3's rule (release_poll_right()): a holder going on to run a long item
+// never leaves the kernel unwatched while other workers sleep (WorkerPolling.AnIdleWorkerReaps
+// WhileTheOtherRunsALongItem).
 //
 // Searchers bound: at most half the workers (at least one) search at once (T1). When the last
 // searcher finds work it wakes one more sleeper (T2), since more work may be queued behind it;
@@ -511,18 +510,6 @@ void Scheduler::park(Worker& w) noexcept {
   // detach_driver() may clear driver_ meanwhile (it waits for our right, not for driver_).
   Driver* held = try_take_poll_right();
   const bool saw_driver = held != nullptr || driver_.load(std::memory_order_relaxed) != nullptr;
-  if (held == nullptr && saw_driver) {
-    // D0: the right is taken. Its holder may be about to run a long item, and then nobody
-    // would wait in the kernel while we sleep on the semaphore: say we want it, so that its
-    // release wakes a sleeper to take it over (release_poll_right()). Then look again: a
-    // Dekker pair of seq_cst operations with that release, so either it sees our wish or we
-    // see the right free.
-    right_wanted_.fetch_add(1, std::memory_order_seq_cst);  // a new value: see release_poll_right()
-    if (!poll_right_.exchange(true, std::memory_order_seq_cst)) {
-      held = driver_.load(std::memory_order_seq_cst);  // as in try_take_poll_right()
-      if (held == nullptr) release_poll_right();
-    }
-  }
   const bool holder = held != nullptr;
   if (auto* hook = before_park_count_hook.load(std::memory_order_relaxed)) hook();
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
@@ -550,9 +537,10 @@ void Scheduler::park(Worker& w) noexcept {
   // wake may have gone to nobody (it saw us awake): treat it as queued work. attach_driver()
   // stores driver_ before its S2, so this load after P2 is the other half of that Dekker pair.
   const bool driver_appeared = !saw_driver && driver_.load(std::memory_order_relaxed) != nullptr;
-  // D0's other half: a right we wanted may have been released after our look, by a holder
-  // whose wake (S3) still counted us awake and so went to nobody. Its store comes before its
-  // S2 and our P1 before this load: one of us sees the other. Then the right is ours to take.
+  // The handover's other half: the right we found taken may have been released after our look,
+  // by a holder whose handover (S3) still counted us awake and so went to nobody. Its store
+  // comes before its S2 fence and our P1 before our P2: one of us sees the other. Then the
+  // right is ours to take.
   const bool right_freed = !holder && saw_driver && !poll_right_.load(std::memory_order_relaxed) &&
                            driver_.load(std::memory_order_relaxed) != nullptr;
   if (driver_appeared || right_freed || anything_queued()) {
@@ -626,13 +614,7 @@ void Scheduler::wait_in_driver(Worker& w, Driver& driver) noexcept {
   // must not pick us (still marked asleep) to be that helper.
   leave_driver(w);
   dispatch(w, driver);
-  release_poll_right();
-  // We go on to run what we reaped, for who knows how long: if others sleep on the semaphore,
-  // one of them must take the kernel over (it finds no work and parks into the driver), or
-  // completions and timers would wait for our items to end. By the rule of S3: if someone
-  // searches or enough are awake, one of them parks later and takes the right.
-  const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-  if (static_cast<int>(unparked_of(s)) < started_.load(std::memory_order_acquire)) notify_parked();
+  release_poll_right();  // and hands the kernel over: we go on to run what we reaped
 }
 
 void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
@@ -664,59 +646,33 @@ Driver* Scheduler::try_take_poll_right() noexcept {
 
 void Scheduler::release_poll_right() noexcept {
   // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
-  // next holder, whose exchange in try_take_poll_right() (or D0's in park()) acquires it, and
-  // to detach_driver()'s loads. That alone would need no more than release.
-  // seq_cst for D0, and it must stay so: it orders this store before our own load of
-  // right_wanted_ just below. They are one half of a Dekker pair whose other half is park()'s
-  // D0, `right_wanted_.store(true)` then `poll_right_.exchange(true)`, all four seq_cst: in
-  // their single total order either that exchange comes after this store (the parker takes
-  // the right) or its store of the wish comes before our load (we see it and wake a sleeper).
-  // With a release store our load could pass it (x86: the store waits in the store buffer,
-  // mov + mov), both sides would miss, and the parker would sleep on the semaphore with the
-  // right free and nobody in the kernel while we go on to run items. (Its recheck after P2,
-  // right_freed, does not cover that: it pairs with our S2 fence, which we reach only after
-  // seeing the wish.) A release store plus a seq_cst fence before the load costs the same
-  // (x86: mov + mfence against one xchg; AArch64 orders stlr before a later ldar already).
-  // What shows it: sched/model/poll_right_release.pml (`make model`), this handshake under
-  // x86-TSO, passes with this store and finds the stranded parker with a release store. Not
-  // park_notify.pml (D0 is not in it yet), nor ThreadSanitizer (it does not model store
-  // buffering), nor the tests of D0's effect, SchedulerDriver.ReleasingTheRightWakesAWorker
-  // ThatWantedIt and WorkerPolling.AnIdleWorkerReapsWhileTheOtherRunsALongItem, whose parker
-  // has long been asleep when the right is released, outside this race window.
-  poll_right_.store(false, std::memory_order_seq_cst);
-  // A worker went to sleep on the semaphore because we held the right (D0): with us about to
-  // run what we reaped, nobody else would wait in the kernel. Wake a sleeper, by the rule of
-  // S3, to take it over: it finds no work and parks into the driver. If someone searches or
-  // enough workers are awake, one of them parks later and takes it.
-  // The wish stays until a sleeper is actually woken for it: when S3 declines because someone
-  // searches, that searcher may well park into the driver itself, and its release after the
-  // next reap must still wake the worker that wanted the right. So it is cleared only after a
-  // wake, never taken first and restored: while a taken wish was off, a second holder could
-  // take and release the right without seeing it, and the wisher, still counted awake when the
-  // first release looked, could find that second holder at its recheck and sleep while both
-  // ran long items with nobody in the kernel (the wish race of sched/model/park_notify.pml,
-  // SchedulerDriver.AWishForTheRightSurvivesTwoRacingReleases). Two releases may both wake for
-  // one wish: a spare wake at most.
-  // The clear is a compare-exchange from the value we saw: a wish made by another worker after
-  // our load changed the count, and then stays for the next release (before, a plain store of
-  // false erased it with ours: SchedulerDriver.AWishMadeWhileAReleaseClearsAnotherSurvives).
-  // KNOWN GAPS (sched/model/park_notify.pml, WHAT THE D0 RUNS FOUND; check.sh's LOOK runs):
-  // one wake clears every wish this release saw, though the woken worker may find an item and
-  // take the right only for a look, so a second wisher can sleep while two holders run long
-  // items; and the count's ABA (reset to 0 by another release, then back to the value we saw)
-  // lets the compare-exchange erase a newer wish. Both need three workers, long items that look
-  // into the driver first, and a precise interleaving; the cost is IO waiting for a long item to
-  // end. The fix is a different wish protocol (a wake serving one wish, or counters that only
-  // grow), to be model-checked before it replaces this one.
-  if (std::uint64_t wishes = right_wanted_.load(std::memory_order_seq_cst); wishes != 0) {
-    bool woke = false;
-    notify_parked(&woke);
-    if (woke) {
-      if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
-      right_wanted_.compare_exchange_strong(wishes, 0, std::memory_order_seq_cst);
-    } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
-      hook();
-    }
+  // next holder, whose exchange in try_take_poll_right() acquires it, and to detach_driver()'s
+  // loads.
+  poll_right_.store(false, std::memory_order_release);
+  // The handover. Whoever releases the right may go on to run items for long (what it reaped,
+  // or the item that looked), and a worker may have gone to sleep on the semaphore because we
+  // held the right: then nobody would wait in the kernel, and completions and timers would wait
+  // for our items to end. So every release looks for a sleeper, by the rule of S3: it wakes one
+  // (it finds no work and parks into the driver) unless someone searches (a searcher parks into
+  // the driver, or finds work and, as the last searcher, wakes one itself at T2) or enough are
+  // awake. notify_parked()'s S2 fence orders our store before its load of idle_state_; it pairs
+  // with park()'s P1 and P2 fence before its right_freed load: either we see the parker asleep,
+  // or it sees the right free. (A release store is enough for that: the fence does the
+  // ordering; x86: mov + mfence. sched/model/poll_right_release.pml shows the fence is needed.)
+  // A worker that parks after its release wakes someone it did not need to at most when nobody
+  // searches, and nobody does only if it did not search either: after a busy look, which goes
+  // on to run items. Model-checked (sched/model/park_notify.pml, `make model`) for 2 and 3
+  // workers with long items, items that look into the driver first, attach and detach; it
+  // replaces a protocol of "wishes" (a count a parker raised when it found the right taken,
+  // which a release cleared after a wake), which the model showed stranding a completion when
+  // a woken worker took the right only for a look. Tests: SchedulerDriver.TwoRacingReleases
+  // LeaveSomeoneInTheKernel, SchedulerDriver.AParkDuringAReleasesWakeIsSeenByTheNextRelease.
+  bool woke = false;
+  notify_parked(&woke);
+  if (woke) {
+    if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
+  } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
+    hook();
   }
 }
 

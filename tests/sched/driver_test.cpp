@@ -364,12 +364,12 @@ class GatedDriver final : public Driver {
   sync::FutexWord word_{0};
 };
 
-// The hooks of the wish races below. Each `hold` state: 0 armed, 1 the first thread to reach
+// The hooks of the release races below. Each `hold` state: 0 armed, 1 the first thread to reach
 // the hook is held there, 2 let go (later threads pass).
-namespace wish_race {
+namespace release_race {
 std::atomic<int> counting{0};  // a parker, before P1
-std::atomic<int> unwoken{0};   // a release whose wake for right_wanted_ woke nobody
-std::atomic<int> woke{0};      // a release whose wake woke a sleeper, before it clears the wish
+std::atomic<int> unwoken{0};   // a release whose handover woke nobody
+std::atomic<int> woke{0};      // a release whose handover woke a sleeper, after its wake
 std::atomic<int> woken{0};     // a worker just woken from P4
 std::atomic<int> sleeping{0};  // parkers that reached P4 (a count, nobody held)
 void reset() {
@@ -402,20 +402,19 @@ void until(const std::atomic<bool>& flag) {
   while (!flag.load())
     std::this_thread::yield();
 }
-}  // namespace wish_race
+}  // namespace release_race
 
-// Catches a wish for the poll right (D0) lost between two releases, so that nobody waits in
-// the kernel while one worker sleeps and the two others run long items: the interleaving the
-// model found (sched/model/park_notify.pml, "WHAT THE D0 RUNS FOUND"), forced with test hooks.
-// Items b and c look into the driver (poll_driver()) and then run on; worker A runs out of work
-// while b's worker B holds the right, says it wants it (D0), and is held before P1. B releases;
-// its wake declines, since A still counts as awake (searching), and B is held there. c's
-// worker C takes the right and is held in its look. A goes on: P1, the right still taken (by
-// C) at P2, nothing queued: it sleeps. C releases, then B goes on, and both run long items.
-// When a release took the wish before its wake and stored it back after (the code before the
-// fix), C's release found no wish and nobody entered the driver until a long item ended; now
-// the wish stays set until a wake, so C's release wakes A, which parks into the driver.
-TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
+// Two releases of the poll right race with a worker going to sleep, so that nobody would wait
+// in the kernel while one worker sleeps and the two others run long items: the interleaving
+// the model found (sched/model/park_notify.pml) for the old protocol of wishes, forced with
+// test hooks. Items b and c look into the driver (poll_driver()) and then run on; worker A runs
+// out of work while b's worker B holds the right and is held before P1. B releases; its
+// handover declines, since A still counts as awake (searching), and B is held there. c's worker
+// C takes the right and is held in its look. A goes on: P1, the right still taken (by C) at P2,
+// nothing queued: it sleeps. C releases, then B goes on, and both run long items. C's release
+// must wake A, which parks into the driver. (The old protocol lost A's wish between the two
+// releases: B had taken it, to store it back after its wake declined.)
+TEST(SchedulerDriver, TwoRacingReleasesLeaveSomeoneInTheKernel) {
   SchedulerOptions o{.workers = 3};
   o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
   Scheduler s(o);
@@ -427,10 +426,10 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
     return [&, go = &go](Disposition d) {
       if (d == Disposition::run) {
         started.fetch_add(1);
-        wish_race::until(*go);
+        release_race::until(*go);
         Scheduler::current()->poll_driver();
         looked.fetch_add(1);
-        wish_race::until(ends);  // a long item
+        release_race::until(ends);  // a long item
       }
       done.count_down();
     };
@@ -439,11 +438,11 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
   FnItem z([&](Disposition d) {
     if (d == Disposition::run) {
       started.fetch_add(1);
-      wish_race::until(z_ends);
+      release_race::until(z_ends);
     }
     done.count_down();
   });
-  wish_race::reset();
+  release_race::reset();
   ASSERT_TRUE(s.submit(b));
   ASSERT_TRUE(s.submit(c));
   ASSERT_TRUE(s.submit(z));
@@ -451,21 +450,21 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
   ASSERT_TRUE(s.attach_driver(driver));  // everyone runs an item: nobody is in the driver
   go_b = true;
   ASSERT_TRUE(eventually([&] { return driver.looks() == 1; })) << "b did not take the right";
-  test_hooks::set_before_park_count(&wish_race::hold_counting);
-  test_hooks::set_release_unwoken(&wish_race::hold_unwoken);
-  test_hooks::set_before_park_sleep(&wish_race::note_sleeping);
-  z_ends = true;  // A runs out of work while B holds the right: D0
-  ASSERT_TRUE(eventually([&] { return wish_race::counting.load() == 1; })) << "A did not park";
-  driver.open(1);  // B's release: its wake declines (A searches)
-  ASSERT_TRUE(eventually([&] { return wish_race::unwoken.load() == 1; }))
-      << "B's release woke someone, or found no wish";
+  test_hooks::set_before_park_count(&release_race::hold_counting);
+  test_hooks::set_release_unwoken(&release_race::hold_unwoken);
+  test_hooks::set_before_park_sleep(&release_race::note_sleeping);
+  z_ends = true;  // A runs out of work while B holds the right
+  ASSERT_TRUE(eventually([&] { return release_race::counting.load() == 1; })) << "A did not park";
+  driver.open(1);  // B's release: its handover declines (A searches)
+  ASSERT_TRUE(eventually([&] { return release_race::unwoken.load() == 1; }))
+      << "B's release woke someone";
   go_c = true;
   ASSERT_TRUE(eventually([&] { return driver.looks() == 2; })) << "c did not take the right";
-  wish_race::counting = 2;  // A: P1, the right taken (by C) at P2, nothing queued: P4
-  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 1; })) << "A did not sleep";
-  driver.open(2);  // C's release: the wish is still set, A is asleep: wakes it
+  release_race::counting = 2;  // A: P1, the right taken (by C) at P2, nothing queued: P4
+  ASSERT_TRUE(eventually([&] { return release_race::sleeping.load() == 1; })) << "A did not sleep";
+  driver.open(2);  // C's release: A is asleep, nobody searches: wakes it
   ASSERT_TRUE(eventually([&] { return looked.load() == 1; }));
-  wish_race::unwoken = 2;  // b and c run on
+  release_race::unwoken = 2;  // b and c run on
   ASSERT_TRUE(eventually([&] { return looked.load() == 2; }));
   const bool watched = eventually([&] { return driver.in_kernel(); }, std::chrono::seconds(2));
   test_hooks::set_before_park_count(nullptr);
@@ -476,18 +475,18 @@ TEST(SchedulerDriver, AWishForTheRightSurvivesTwoRacingReleases) {
   s.detach_driver();
   s.stop();
   EXPECT_TRUE(watched) << "nobody waits in the driver while one worker sleeps and two run long "
-                          "items (the wish for the right was lost between two releases)";
+                          "items (the second release did not hand the kernel over)";
 }
 
-// Catches a wish for the poll right (D0) made by one worker while a release clears the wish of
-// another that it has just woken: the release's clear erases both, so the second wisher sleeps
-// on the semaphore while the woken worker, which found an item instead of parking, and the
-// releaser run long items with nobody in the driver. Worker A parks while B holds the right
-// (A wishes, sleeps). B releases: its wake wakes A, and B is held before it clears the wish. A
-// runs y, whose look takes the right (held). C runs out of work: it wishes (the right is A's)
-// and is held before P1. B clears the wish and runs on; C sleeps (the right is still A's).
-// A's release must see C's wish and wake C, which then parks into the driver.
-TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
+// A worker parks while a release's handover has just woken another: the next release must see
+// it. Under the old protocol of wishes, the first release's clear erased the second wish, so
+// the second parker slept on the semaphore while the woken worker, which found an item instead
+// of parking, and the releaser ran long items with nobody in the driver. Worker A parks while B
+// holds the right and sleeps. B releases: its handover wakes A, and B is held after it. A runs
+// y, whose look takes the right (held). C runs out of work: the right is A's; it is held
+// before P1. B runs on; C sleeps (the right is still A's). A's release must wake C, which then
+// parks into the driver.
+TEST(SchedulerDriver, AParkDuringAReleasesWakeIsSeenByTheNextRelease) {
   SchedulerOptions o{.workers = 3};
   o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
   Scheduler s(o);
@@ -498,10 +497,10 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
   FnItem b([&](Disposition d) {
     if (d == Disposition::run) {
       started.fetch_add(1);
-      wish_race::until(go_b);
+      release_race::until(go_b);
       Scheduler::current()->poll_driver();
       looked.fetch_add(1);
-      wish_race::until(ends);  // a long item
+      release_race::until(ends);  // a long item
     }
     done.count_down();
   });
@@ -509,7 +508,7 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
     if (d == Disposition::run) {
       Scheduler::current()->poll_driver();
       looked.fetch_add(1);
-      wish_race::until(ends);  // a long item
+      release_race::until(ends);  // a long item
     }
     done.count_down();
   });
@@ -517,13 +516,13 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
     return [&, flag = &flag](Disposition d) {
       if (d == Disposition::run) {
         started.fetch_add(1);
-        wish_race::until(*flag);
+        release_race::until(*flag);
       }
       done.count_down();
     };
   };
   FnItem z(until_then_end(z_ends)), c(until_then_end(c_ends));
-  wish_race::reset();
+  release_race::reset();
   ASSERT_TRUE(s.submit(b));
   ASSERT_TRUE(s.submit(c));
   ASSERT_TRUE(s.submit(z));
@@ -531,26 +530,26 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
   ASSERT_TRUE(s.attach_driver(driver));  // everyone runs an item: nobody is in the driver
   go_b = true;
   ASSERT_TRUE(eventually([&] { return driver.looks() == 1; })) << "b did not take the right";
-  test_hooks::set_before_park_sleep(&wish_race::note_sleeping);
-  test_hooks::set_after_park_wake(&wish_race::hold_woken);
-  test_hooks::set_release_woke(&wish_race::hold_woke);
-  z_ends = true;  // A runs out of work while B holds the right: D0, then it sleeps
-  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 1; })) << "A did not sleep";
-  driver.open(1);  // B's release: its wake wakes A; B is held before it clears the wish
-  ASSERT_TRUE(eventually([&] { return wish_race::woke.load() == 1; }))
-      << "B's release found no wish, or woke nobody";
-  ASSERT_TRUE(eventually([&] { return wish_race::woken.load() == 1; })) << "A was not woken";
+  test_hooks::set_before_park_sleep(&release_race::note_sleeping);
+  test_hooks::set_after_park_wake(&release_race::hold_woken);
+  test_hooks::set_release_woke(&release_race::hold_woke);
+  z_ends = true;  // A runs out of work while B holds the right, and sleeps
+  ASSERT_TRUE(eventually([&] { return release_race::sleeping.load() == 1; })) << "A did not sleep";
+  driver.open(1);  // B's release: its handover wakes A; B is held after it
+  ASSERT_TRUE(eventually([&] { return release_race::woke.load() == 1; }))
+      << "B's release woke nobody";
+  ASSERT_TRUE(eventually([&] { return release_race::woken.load() == 1; })) << "A was not woken";
   ASSERT_TRUE(s.submit(y));  // A counts as searching: no wake
-  wish_race::woken = 2;      // A runs y, whose look takes the right
+  release_race::woken = 2;   // A runs y, whose look takes the right
   ASSERT_TRUE(eventually([&] { return driver.looks() == 2; })) << "y did not take the right";
-  test_hooks::set_before_park_count(&wish_race::hold_counting);
-  c_ends = true;  // C runs out of work while A holds the right: D0
-  ASSERT_TRUE(eventually([&] { return wish_race::counting.load() == 1; })) << "C did not park";
-  wish_race::woke = 2;  // B clears the wish and runs on
+  test_hooks::set_before_park_count(&release_race::hold_counting);
+  c_ends = true;  // C runs out of work while A holds the right
+  ASSERT_TRUE(eventually([&] { return release_race::counting.load() == 1; })) << "C did not park";
+  release_race::woke = 2;  // B runs on
   ASSERT_TRUE(eventually([&] { return looked.load() == 1; }));
-  wish_race::counting = 2;  // C: P1, the right taken (by A) at P2, nothing queued: P4
-  ASSERT_TRUE(eventually([&] { return wish_race::sleeping.load() == 2; })) << "C did not sleep";
-  driver.open(2);  // A's release: C's wish must still be set, and C asleep: wakes it
+  release_race::counting = 2;  // C: P1, the right taken (by A) at P2, nothing queued: P4
+  ASSERT_TRUE(eventually([&] { return release_race::sleeping.load() == 2; })) << "C did not sleep";
+  driver.open(2);  // A's release: C is asleep, nobody searches: wakes it
   ASSERT_TRUE(eventually([&] { return looked.load() == 2; }));
   const bool watched = eventually([&] { return driver.in_kernel(); }, std::chrono::seconds(2));
   test_hooks::set_before_park_sleep(nullptr);
@@ -562,7 +561,7 @@ TEST(SchedulerDriver, AWishMadeWhileAReleaseClearsAnotherSurvives) {
   s.detach_driver();
   s.stop();
   EXPECT_TRUE(watched) << "nobody waits in the driver while one worker sleeps and two run long "
-                          "items (a wish was cleared with another it did not wake for)";
+                          "items (the next release did not hand the kernel over)";
 }
 
 }  // namespace

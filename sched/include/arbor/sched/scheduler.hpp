@@ -169,9 +169,6 @@ class Scheduler {
   // about to unpark it, for detach_driver() to wait for.
   alignas(64) std::atomic<Driver*> driver_{nullptr};
   std::atomic<bool> poll_right_{false};
-  // Wishes for the right: a parker found it taken (D0). A count, not a flag, so that a release
-  // clears only the wishes it saw (compare-exchange), never one made meanwhile.
-  std::atomic<std::uint64_t> right_wanted_{0};
   std::atomic<int> unparkers_{0};
 };
 

@@ -15,20 +15,20 @@ void set_inside_park(void (*hook)()) noexcept;
 /// just before the clock starts. nullptr removes it.
 void set_tail_clock_start(void (*hook)()) noexcept;
 
-/// Called by a worker in park() after D0 (it holds the poll right, or has said it wants it)
-/// and before P1, while it still counts as unparked. nullptr removes it.
+/// Called by a worker in park() after it tried to take the poll right (it holds it or found it
+/// taken) and before P1, while it still counts as unparked. nullptr removes it.
 void set_before_park_count(void (*hook)()) noexcept;
 
 /// Called by a worker in park() just before it sleeps on the semaphore (P4), after every
 /// re-check of P2. nullptr removes it.
 void set_before_park_sleep(void (*hook)()) noexcept;
 
-/// Called in release_poll_right() by a worker that saw right_wanted_ set and whose wake for it
-/// (notify_parked) woke nobody; the wish stays. nullptr removes it.
+/// Called in release_poll_right() by a worker whose handover (notify_parked, after the
+/// release's store) woke nobody. nullptr removes it.
 void set_release_unwoken(void (*hook)()) noexcept;
 
-/// Called in release_poll_right() by a worker whose wake for right_wanted_ woke a sleeper,
-/// before it clears the wish. nullptr removes it.
+/// Called in release_poll_right() by a worker whose handover woke a sleeper, after its wake.
+/// nullptr removes it.
 void set_release_woke(void (*hook)()) noexcept;
 
 /// Called by a worker in park() just after it was woken from the semaphore (P4). nullptr
