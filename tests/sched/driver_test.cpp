@@ -240,7 +240,7 @@ TEST(SchedulerDriver, ASecondDriverIsRefused) {
 // after the holder leaves with work, so that nobody waits in the driver while the holder runs a
 // long item: completions then wait for that item to end (here: forever, as it ends only once
 // the second completion has run).
-TEST(SchedulerDriver, ReleasingTheRightWakesAWorkerThatWantedIt) {
+TEST(SchedulerDriver, ReleasingTheRightHandsTheKernelOver) {
   Scheduler s(SchedulerOptions{.workers = 2});
   FakeDriver driver(s, 0);
   struct Long : CountingItem {
