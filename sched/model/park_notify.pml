@@ -47,9 +47,12 @@
  *                is unpark_driver() (unparkers_, driver_ load, unpark()); otherwise S4 releases
  *                the semaphore as before.
  *   D3           leave_driver(), after the wait: bit cleared, claimed (searching); else a CAS
- *                that clears the bit and counts itself unparked, not searching. Then dispatch()
- *                and release_poll_right() (its handover wakes a sleeper to take the kernel
- *                over while we run what we reaped), and back to run_worker's loop.
+ *                that clears the bit and counts itself unparked, and searching if nobody
+ *                searched (-DBUGGY_D3_NOT_SEARCHING: never, the code before SchedulerDriver.
+ *                AnUnparkWithNothingReapedWakesNobodyElse). Then dispatch() and
+ *                release_poll_right() (its handover is covered by the searcher: us, parking
+ *                back into the driver or waking a sleeper at T2, or another), and back to
+ *                run_worker's loop.
  *   polls        run_worker(): a worker out of work takes the right if free, polls (wait(0),
  *                dispatch), releases it and looks for work once more before spinning; after
  *                any item (kPollInterval: every 61st, here any one) a worker may poll likewise.
@@ -934,12 +937,23 @@ end_drv:
         };
         break
      :: else ->
-        atomic {                                 /* D3: CAS(s, s - driver bit + unparked 1) */
-          if
+        atomic {                                 /* D3: CAS(s, s - driver bit + unparked 1 */
+          if                                     /*        (+ searching 1 if none searches)) */
           :: WORD_SAME ->
              dbit = false; unparked++; drv_sleeper = 0; asleep[me] = false; nasleep--;
              woke = true;
-             printf("w%d D3 leaves the driver: counts itself in, not searching", me); STATE
+#ifndef BUGGY_D3_NOT_SEARCHING
+             if
+             :: s_s == 0 ->
+                searching++; wsearching[me] = true; nsearching++;
+                printf("w%d D3 leaves the driver: counts itself in, searching", me)
+             :: else ->
+                printf("w%d D3 leaves the driver: counts itself in, not searching", me)
+             fi;
+#else
+             printf("w%d D3 leaves the driver: counts itself in, not searching", me);
+#endif
+             STATE
           :: else -> LOAD_WORD
           fi
         };

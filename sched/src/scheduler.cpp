@@ -38,8 +38,9 @@
 // kernel, waiting for IO), and the driver's sleeper only when it is the last one asleep: it
 // claims it by clearing the bit in the same CAS that counts the wake, then unparks the driver
 // (D2). On its way out (D3), a driver sleeper whose bit was cleared was counted in by its waker,
-// like a woken sleeper; one whose bit is still set clears it and counts itself back in, which
-// breaks no rule above, since no wake was ever counted for it. Only the holder of the poll
+// like a woken sleeper; one whose bit is still set clears it and counts itself back in (as a
+// searcher if nobody searches, see leave_driver()), which breaks no rule above, since no wake
+// was ever counted for it. Only the holder of the poll
 // right sets the bit, so there is at most one driver sleeper. Every release of the right hands
 // the kernel over by S3's rule (release_poll_right()): a holder going on to run a long item
 // never leaves the kernel unwatched while other workers sleep (WorkerPolling.AnIdleWorkerReaps
@@ -589,17 +590,25 @@ void Scheduler::leave_driver(Worker& w) noexcept {
   // D3. Claimed by a waker (D2): it counted us unparked and searching, as S3 counts a sleeper
   // it wakes. Otherwise nobody counted a wake for us (S3 wakes the driver's sleeper only when
   // it is the last one asleep, and then claims it by clearing the bit; a wake for the
-  // semaphore never counts on it), so we count ourselves back in, not searching: we bring the
-  // work we reaped, and a surplus is announced by dispatch().
+  // semaphore never counts on it), so we count ourselves back in; as a searcher if nobody
+  // searches (T1 always allows one), as a woken sleeper is counted. Then our release's handover
+  // (S3) sees a searcher and wakes nobody: we cover it ourselves, parking back into the driver
+  // if we reaped nothing (an engine's unpark for a busy worker's request), or finding what we
+  // reaped and, as the last searcher, waking a sleeper at T2. Counted in not searching, an
+  // empty reap would wake a semaphore sleeper only for it to park again
+  // (SchedulerDriver.AnUnparkWithNothingReapedWakesNobodyElse). If someone else searches, it
+  // covers the handover, and a surplus of what we reaped is announced by dispatch().
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
   for (;;) {
     if (!driver_asleep(s)) {
       w.searching = true;
       return;
     }
-    if (idle_state_.compare_exchange_weak(s, s - kDriverAsleep + kUnparkedOne,
-                                          std::memory_order_seq_cst, std::memory_order_relaxed)) {
-      w.searching = false;
+    const bool search = searching_of(s) == 0;
+    if (idle_state_.compare_exchange_weak(
+            s, s - kDriverAsleep + kUnparkedOne + (search ? kSearchingOne : 0),
+            std::memory_order_seq_cst, std::memory_order_relaxed)) {
+      w.searching = search;
       return;
     }
   }

@@ -564,5 +564,46 @@ TEST(SchedulerDriver, AParkDuringAReleasesWakeIsSeenByTheNextRelease) {
                           "items (the next release did not hand the kernel over)";
 }
 
+// An unpark with nothing reaped (what an engine's wake does when a running item queues a request
+// while a worker sleeps in the kernel: io_uring's Ring::flush) must not cost a second worker's
+// wake. The reaper goes on to run nothing; if it counts itself back in not searching, its
+// release's handover (S3) wakes a semaphore sleeper, which then searches, finds nothing and
+// parks again: one futex wake and a spin per such unpark, on every request a busy worker sends
+// while the others are idle. Counted in as a searcher (as a claimed driver sleeper is), the
+// reaper covers the handover itself: it parks back into the driver, or finds work and, as the
+// last searcher, wakes a sleeper at T2.
+namespace empty_reap {
+std::atomic<int> woke{0};
+void count_woke() {
+  woke.fetch_add(1);
+}
+}  // namespace empty_reap
+
+TEST(SchedulerDriver, AnUnparkWithNothingReapedWakesNobodyElse) {
+  for (int workers : {2, 3, 4}) {
+    SCOPED_TRACE(workers);
+    SchedulerOptions o{.workers = workers};
+    o.spin = sync::SpinConfig{.mode = sync::SpinConfig::Mode::none};
+    Scheduler s(o);
+    FakeDriver driver(s, 0);
+    ASSERT_TRUE(s.attach_driver(driver));
+    auto quiet = [&] { return driver.in_kernel() && s.parked_workers() == workers; };
+    ASSERT_TRUE(eventually(quiet)) << "one worker in the driver, the others on the semaphore";
+    empty_reap::woke = 0;
+    test_hooks::set_release_woke(&empty_reap::count_woke);
+    constexpr int kRounds = 20;
+    for (int r = 0; r < kRounds; ++r) {
+      const int waits = driver.waits();
+      driver.unpark();  // as an engine's wake: the holder returns with nothing
+      ASSERT_TRUE(eventually([&] { return driver.waits() > waits && quiet(); })) << "round " << r;
+    }
+    test_hooks::set_release_woke(nullptr);
+    EXPECT_EQ(empty_reap::woke.load(), 0)
+        << "releases after an empty reap woke a sleeper (" << kRounds << " unparks)";
+    s.detach_driver();
+    s.stop();
+  }
+}
+
 }  // namespace
 }  // namespace arbor::sched
