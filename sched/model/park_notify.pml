@@ -35,7 +35,8 @@
  *                taken sees it free now, and a driver), each taken as queued work (P3); then
  *                anything_queued().
  *   handover     release_poll_right(), after its store: notify_parked(), by S3's rule: a
- *                sleeper is woken unless someone searches or all are awake. Every release in
+ *                sleeper is woken unless someone searches or all are awake, or (a handover's
+ *                own rule) a worker already sleeps in the driver. Every release in
  *                the model goes through it (polls, looks, P3, D3, a re-look that finds no
  *                driver). It is what keeps a holder that goes on to run a long item from
  *                leaving the kernel unwatched while another worker sleeps on the semaphore.
@@ -290,6 +291,7 @@ bool unpark_flag = false;  /* the driver's sticky unpark (an eventfd's count) */
 byte io_left = IO;      /* completions the IO source has yet to produce */
 byte io_ready = 0;      /* completions ready in the kernel, not reaped by any wait yet */
 byte unparkers = 0;     /* unparkers_ */
+bool handing[3];        /* worker i's notify_parked() is a release's handover */
 byte long_left = LONG_IO;  /* reaped items still to be made long (see LONG_IO) */
 byte longq[3];          /* long items queued in lq[i] */
 /* ghost state */
@@ -366,6 +368,10 @@ inline unpark_driver() {
 inline notify_woke() {
   atomic { LOAD_WORD };                         /* S2: fence(seq_cst); s = idle_state_.load() */
   do                                            /* S3 */
+#ifdef DRIVER
+  :: atomic { _pid < N && handing[_pid] && s_d -> printf("%c%d S3 returns: a worker is in the driver\n", WHO) };
+     break                                      /* a handover, and the kernel is watched */
+#endif
   :: atomic { s_s != 0 -> printf("%c%d S3 returns: searching %d\n", WHO, s_s) }; break
                                                 /* a searcher (or a counted wake) covers it */
   :: atomic { s_s == 0 && s_u >= N -> printf("%c%d S3 returns: unparked %d\n", WHO, s_u) };
@@ -493,14 +499,13 @@ inline item_end() {
    worker sleeps on the semaphore. -DBUGGY_NO_HANDOVER leaves it out. */
 inline release_right() {
   atomic {
-    right = false; holder = false; nholders--; rholder = 0;
+    right = false; holder = false; nholders--; rholder = 0; handing[me] = true;
     printf("w%d releases the poll right\n", me)
   };
 #ifndef BUGGY_NO_HANDOVER
-  notify()
-#else
-  skip
+  notify();
 #endif
+  handing[me] = false
 }
 
 /* With DETACH: after an exchange that took the right, the seq_cst re-look at driver_ that

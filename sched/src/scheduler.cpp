@@ -371,12 +371,13 @@ void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
   if (!w.queue.push(item)) global_.push(item);  // capacity 1 corner: nothing to move
 }
 
-bool Scheduler::notify_parked(bool* woke) noexcept {
+bool Scheduler::notify_parked(bool* woke, bool handover) noexcept {
   // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
   bool to_driver = false;
-  for (;;) {                                // S3
+  for (;;) {                                        // S3
+    if (handover && driver_asleep(s)) return true;  // someone took the right: it is in the kernel
     if (searching_of(s) != 0) return true;  // a searcher (or a counted wake) will find the work
     const int unparked = static_cast<int>(unparked_of(s));
     if (unparked - blocked_.load(std::memory_order_relaxed) >= workers_) return true;
@@ -664,20 +665,23 @@ void Scheduler::release_poll_right() noexcept {
   // for our items to end. So every release looks for a sleeper, by the rule of S3: it wakes one
   // (it finds no work and parks into the driver) unless someone searches (a searcher parks into
   // the driver, or finds work and, as the last searcher, wakes one itself at T2) or enough are
-  // awake. notify_parked()'s S2 fence orders our store before its load of idle_state_; it pairs
-  // with park()'s P1 and P2 fence before its right_freed load: either we see the parker asleep,
-  // or it sees the right free. (A release store is enough for that: the fence does the
-  // ordering; x86: mov + mfence. sched/model/poll_right_release.pml shows the fence is needed.)
-  // A worker that parks after its release wakes someone it did not need to at most when nobody
-  // searches, and nobody does only if it did not search either: after a busy look, which goes
-  // on to run items. Model-checked (sched/model/park_notify.pml, `make model`) for 2 and 3
+  // awake, or someone has taken the right since and sleeps in the driver. "Enough awake" counts
+  // the configured workers: with spares (blocking regions) a spare may sleep while that many
+  // run items and nobody watches the kernel, as with no spare and every worker busy; the busy
+  // workers' looks then reap. notify_parked()'s S2 fence orders our store before its load of
+  // idle_state_; it pairs with park()'s P1 and P2 fence before its right_freed load: either we see
+  // the parker asleep, or it sees the right free. (A release store is enough for that: the fence
+  // does the ordering; x86: mov + mfence. sched/model/poll_right_release.pml shows the fence is
+  // needed.) A worker that parks after its release wakes someone it did not need to at most when
+  // nobody searches, and nobody does only if it did not search either: after a busy look, which
+  // goes on to run items. Model-checked (sched/model/park_notify.pml, `make model`) for 2 and 3
   // workers with long items, items that look into the driver first, attach and detach; it
   // replaces a protocol of "wishes" (a count a parker raised when it found the right taken,
   // which a release cleared after a wake), which the model showed stranding a completion when
   // a woken worker took the right only for a look. Tests: SchedulerDriver.TwoRacingReleases
   // LeaveSomeoneInTheKernel, SchedulerDriver.AParkDuringAReleasesWakeIsSeenByTheNextRelease.
   bool woke = false;
-  notify_parked(&woke);
+  notify_parked(&woke, /*handover=*/true);
   if (woke) {
     if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
   } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {

@@ -116,7 +116,9 @@ class Scheduler {
   WorkItem* spin_for_work(Worker& w) noexcept;
   void park(Worker& w) noexcept;
   void push_local(Worker& w, WorkItem* item) noexcept;
-  bool notify_parked(bool* woke = nullptr) noexcept;  // *woke: a sleeper was woken
+  // *woke: a sleeper was woken. handover: for release_poll_right(), which needs nobody woken
+  // while a worker sleeps in the driver (the kernel is watched).
+  bool notify_parked(bool* woke = nullptr, bool handover = false) noexcept;
   bool anything_queued() const noexcept;
   void start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
