@@ -42,13 +42,13 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
   auto server = arbor::http::Server::bind(rt, flags.server, std::ref(routes));
   if (!server) {
     arbor::io::log::error("http: cannot listen on {}: {}", flags.server.listen.to_string(),
-                      server.error().message());
+                          server.error().message());
     co_return 1;
   }
   routes.attach(**server);
   const std::string address = (*server)->local_address().to_string();
   arbor::io::log::info("http: engine {}, {} workers, listening on http://{}", rt.engine().name(),
-                   rt.scheduler().workers(), address);
+                       rt.scheduler().workers(), address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
   shutdown.publish(server->get());

@@ -46,7 +46,7 @@ std::string_view json_body(std::span<char> scratch) {
 }  // namespace
 
 http::Reply Routes::operator()(const http::Request& request, std::span<char> scratch) const {
-  const std::string_view path = request.target.substr(0, request.target.find('?'));
+  const std::string_view path = request.path;  // absolute-form targets too (RFC 9112 §3.2.2)
   enum {
     plaintext,
     json,

@@ -88,7 +88,9 @@ class Server::Connection {
   TcpStream& stream_;
   Watch watch_;
   const std::size_t in_capacity_;
-  const std::unique_ptr<char[]> memory_;  // input, output and scratch, in one allocation
+  const std::size_t field_count_;  // the parser's field storage, at the start of memory_
+  // The parser's fields, input, output and scratch, in one allocation.
+  const std::unique_ptr<char[]> memory_;
   char* const in_;
   Output out_;
   const std::span<char> scratch_;

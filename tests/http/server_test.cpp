@@ -375,6 +375,94 @@ TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+// RFC 9112 §3.2.2: "A server MUST accept the absolute-form in requests." The path is routed as
+// an origin-form one would be (the host taken from the target: request_parser_test).
+TEST_P(HttpServer, Rfc9112_3_2_2_AbsoluteFormTargetsAreRouted) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(c.send("GET http://localhost/plaintext HTTP/1.1\r\nHost: elsewhere\r\n\r\n"));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "Hello, World!");
+  ASSERT_TRUE(c.send("GET HTTP://localhost:1/json?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  // curl sends absolute-form when it talks to a proxy: this server as its own proxy.
+  const std::string proxied =
+      run("curl -s --max-time 10 -x 127.0.0.1:" + std::to_string(server().port()) +
+          " http://example/plaintext");
+  EXPECT_EQ(proxied, "Hello, World!");
+}
+
+// RFC 9112 §2.2: a server "SHOULD ignore at least one empty line (CRLF) received prior to the
+// request-line". Some are ignored, before the first request and between pipelined ones; an
+// endless stream of them is a 400, not a connection kept busy for free.
+TEST_P(HttpServer, Rfc9112_2_2_LeadingEmptyLinesAreIgnored) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(
+      c.send("\r\n" + get("/plaintext") + "\n" + get("/json") + "\r\n\r\n" + get("/plaintext")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  Client flood(server().port());
+  std::string crlfs;
+  for (int i = 0; i < 100; ++i)
+    crlfs += "\r\n";
+  ASSERT_TRUE(flood.send(crlfs));
+  const Response r = flood.read_response();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.field("Connection"), "close");
+  EXPECT_TRUE(flood.closed_by_server());
+}
+
+// --max-headers (default 100): curl with 64 -H flags (67 fields with its own) is answered; more
+// fields than the limit are a 431.
+TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
+  start();
+  std::string flags;
+  for (int i = 0; i < 64; ++i)
+    flags += " -H 'X-Field-" + std::to_string(i) + ": v'";
+  EXPECT_EQ(run("curl -s --max-time 10" + flags + " " + server().url("/plaintext")),
+            "Hello, World!");
+  auto fields = [](int n) {
+    std::string extra;
+    for (int i = 1; i < n; ++i)  // and Host
+      extra += "X-" + std::to_string(i) + ": v\r\n";
+    return get("/plaintext", extra);
+  };
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(fields(100)));
+    EXPECT_EQ(c.read_response().status, 200);
+    ASSERT_TRUE(c.send(fields(101)));
+    EXPECT_EQ(c.read_response().status, 431);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  EXPECT_EQ(server().stop(SIGTERM, 30s), std::optional<int>(0));
+  start({"--max-headers", "10"});
+  Client c(server().port());
+  ASSERT_TRUE(c.send(fields(10)));
+  EXPECT_EQ(c.read_response().status, 200);
+  ASSERT_TRUE(c.send(fields(11)));
+  EXPECT_EQ(c.read_response().status, 431);
+}
+
+// RFC 9112 §3 / RFC 9110 §5.6.2: a request line is refused at its first byte that cannot belong
+// to a method (tchar) or a target, with no line end, no 8 KB and no header timeout (60 s here)
+// needed. The client's 10 s read timeout is only the failure bound.
+TEST_P(HttpServer, Rfc9112_3_GarbageRequestLineIsRefusedWithoutALineEnd) {
+  start({"--header-timeout-ms", "60000"});
+  for (const std::string& garbage : {std::string("\x16\x03\x01\x00\xa5\x01\x00", 7),  // TLS
+                                    std::string("GET /\x01"), std::string("G{ET")}) {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(garbage));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(r.field("Connection"), "close");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+}
+
 TEST_P(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
   start({"--header-timeout-ms", "300"});
   Client c(server().port());
@@ -471,8 +559,10 @@ INSTANTIATE_TEST_SUITE_P(Engines, HttpServer, ::testing::ValuesIn(server_variant
                          });
 
 TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
-  for (const char* flags : {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1",
-                            "--max-connections", "--header-timeout-ms -5", "--io-mode threads"}) {
+  for (const char* flags :
+       {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1", "--max-connections",
+        "--header-timeout-ms -5", "--io-mode threads", "--max-headers 0", "--max-headers -1",
+        "--max-headers 1001", "--max-headers many"}) {
     const std::string out = run(std::string(HTTP_SERVER) + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;
