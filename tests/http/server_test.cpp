@@ -72,6 +72,7 @@ class ServerProcess {
     }
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   bool exited() const { return exited_; }
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
@@ -453,7 +454,7 @@ TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
 TEST_P(HttpServer, Rfc9112_3_GarbageRequestLineIsRefusedWithoutALineEnd) {
   start({"--header-timeout-ms", "60000"});
   for (const std::string& garbage : {std::string("\x16\x03\x01\x00\xa5\x01\x00", 7),  // TLS
-                                    std::string("GET /\x01"), std::string("G{ET")}) {
+                                     std::string("GET /\x01"), std::string("G{ET")}) {
     Client c(server().port());
     ASSERT_TRUE(c.send(garbage));
     const Response r = c.read_response();
@@ -528,6 +529,40 @@ TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
   EXPECT_TRUE(idle.closed_by_server());
   ASSERT_TRUE(exit.has_value()) << "no exit within 10 s";
   EXPECT_EQ(*exit, 0);
+}
+
+// SIGHUP and SIGUSR1 (a terminal hang-up, a log rotator) and SIGPIPE must not stop the server.
+// Were one not handled, its default action would kill the process as kill() is called (the
+// kernel ends a process at once for an unblocked fatal signal), so the request after them would
+// fail and the exit status below would name the signal.
+TEST_P(HttpServer, HupUsr1AndPipeLeaveTheServerServing) {
+  start();
+  for (int signal : {SIGHUP, SIGUSR1, SIGPIPE, SIGHUP})
+    ASSERT_EQ(::kill(server().pid(), signal), 0);
+  Client c(server().port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/plaintext")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  const auto exit = server().stop(SIGTERM, 30s);
+  ASSERT_TRUE(exit.has_value()) << "no exit within 30 s of SIGTERM";
+  EXPECT_EQ(*exit, 0);
+}
+
+// SIGINT (Ctrl-C) and SIGQUIT drain as SIGTERM does: what was sent is answered, then exit 0
+// (SIGQUIT's default action would dump core instead).
+TEST_P(HttpServer, SigintAndSigquitAnswerRequestsInFlightThenExitZero) {
+  for (int signal : {SIGINT, SIGQUIT}) {
+    start();
+    Client c(server().port());
+    ASSERT_TRUE(c.send(get("/plaintext")));
+    ASSERT_EQ(c.read_response().status, 200);  // accepted before the signal
+    ASSERT_TRUE(c.send(get("/json")));
+    const auto exit = server().stop(signal, 30s);
+    EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}") << signal;
+    EXPECT_TRUE(c.closed_by_server()) << signal;
+    ASSERT_TRUE(exit.has_value()) << "no exit within 30 s of signal " << signal;
+    EXPECT_EQ(*exit, 0) << signal;
+  }
 }
 
 TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
