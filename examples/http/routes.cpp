@@ -124,9 +124,15 @@ std::size_t Routes::metrics(std::span<char> out) const {
   if (const http::Server* server = server_.load()) {
     const auto c = server->counters();
     put("arbor_http_connections", "gauge", "Open connections.", c.connections_active);
+    put("arbor_http_connections_idle", "gauge",
+        "Open connections waiting for a request, with nothing of one received.",
+        c.connections_idle);
     put("arbor_http_connections_total", "counter", "Connections accepted.", c.connections_total);
     put("arbor_http_connections_rejected_total", "counter",
-        "Connections closed at once: over --max-connections.", c.connections_rejected);
+        "Connections closed at once: over --max-connections with none idle.",
+        c.connections_rejected);
+    put("arbor_http_connections_evicted_total", "counter",
+        "Idle connections closed to admit a new one at --max-connections.", c.connections_evicted);
     put("arbor_http_requests_total", "counter", "Requests answered.", c.requests);
     put("arbor_http_parse_errors_total", "counter", "Requests refused by the parser.",
         c.parse_errors);

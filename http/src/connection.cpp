@@ -207,6 +207,14 @@ void Server::Connection::deadline() noexcept {
     deadline = request_started_ + server_.options_.header_timeout.count() * 1'000'000;
   }
   watch_.deadline.store(deadline, std::memory_order_relaxed);
+  if (begin_ == end_ && discard_ == 0) {
+    idle_ = true;
+    server_.idle(watch_);
+  }
+}
+
+void Server::Connection::busy() noexcept {
+  if (std::exchange(idle_, false)) server_.busy(watch_);
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {

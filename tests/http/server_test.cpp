@@ -488,14 +488,45 @@ TEST_P(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(c.closed_by_server());  // blocks until the server closes (10 s safety bound)
 }
 
-TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
-  start({"--max-connections", "2"});
+// A metric's value from /metrics, asked on `c` (kept alive: the caller's connection).
+std::optional<long long> metric(Client& c, const std::string& name) {
+  if (!c.send(get("/metrics"))) return std::nullopt;
+  const Response r = c.read_response();
+  const auto at = r.body.find("\n" + name + " ");
+  if (r.status != 200 || at == std::string::npos) return std::nullopt;
+  return std::stoll(r.body.substr(at + name.size() + 2));
+}
+
+// Polls /metrics on `c` until `name` equals `want` (the server's view catching up with what
+// the client already saw), for at most 10 s; the last value seen.
+std::optional<long long> await_metric(Client& c, const std::string& name, long long want) {
+  std::optional<long long> v;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  do
+    v = metric(c, name);
+  while (v && *v != want && std::chrono::steady_clock::now() < until);
+  return v;
+}
+
+// Each client has a request in progress: a whole one (answered) and the start of the next, in
+// one send; the server is waiting for the rest.
+void make_busy(Client& c) {
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/plaintext") + "GET /plain"));
+  ASSERT_EQ(c.read_response().status, 200);
+}
+
+// At the limit with every connection mid-request, a new one is closed at once (none is idle to
+// make room), and the server recovers once a slot frees.
+TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedWhenNoneIsIdle) {
+  start({"--max-connections", "3"});
   auto a = std::make_unique<Client>(server().port());
-  Client b(server().port());
-  for (Client* c : {a.get(), &b}) {  // a complete exchange: accepted and counted
-    ASSERT_TRUE(c->send(get("/plaintext")));
-    ASSERT_EQ(c->read_response().status, 200);
-  }
+  Client b(server().port()), m(server().port());
+  make_busy(*a);
+  make_busy(b);
+  // m sees the others busy (idle 0 while m's own request is answered), then becomes busy too.
+  EXPECT_EQ(await_metric(m, "arbor_http_connections_idle", 0), 0);
+  make_busy(m);
   {
     Client over(server().port());
     (void)over.send(get("/plaintext"));
@@ -510,6 +541,39 @@ TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
     served = again.send(get("/plaintext")) && again.read_response().status == 200;
   }
   EXPECT_TRUE(served);
+  // b, still mid-request throughout (so never evictable), was unharmed and completes.
+  EXPECT_TRUE(b.send("text HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(b.read_response().body, "Hello, World!");
+  EXPECT_EQ(metric(b, "arbor_http_connections_evicted_total"), 0);
+  EXPECT_GE(metric(b, "arbor_http_connections_rejected_total").value_or(0), 1);
+}
+
+// At the limit, the connection idle longest (waiting for its next request) is closed to admit a
+// new one, like nginx's reuse of keep-alive connections. The idle gauge, read on the newest
+// connection after each exchange, makes the order in which the others went idle certain.
+TEST_P(HttpServer, AtTheLimitTheLongestIdleConnectionMakesRoom) {
+  start({"--max-connections", "8"});
+  Client m(server().port());  // asks /metrics; itself busy while its request is answered
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 7; ++i) {
+    idle.push_back(std::make_unique<Client>(server().port()));
+    ASSERT_TRUE(idle.back()->send(get("/plaintext")));
+    ASSERT_EQ(idle.back()->read_response().status, 200);
+    ASSERT_EQ(await_metric(m, "arbor_http_connections_idle", i + 1), i + 1);
+  }
+  // 8 open, all idle: a new client is served, and idle[0], the oldest, is closed for it.
+  Client fresh(server().port());
+  ASSERT_TRUE(fresh.send(get("/plaintext")));
+  EXPECT_EQ(fresh.read_response().body, "Hello, World!");
+  EXPECT_TRUE(idle[0]->closed_by_server());
+  EXPECT_EQ(metric(fresh, "arbor_http_connections_evicted_total"), 1);
+  // The rest were left alone: each still answers (and none of them needed a new admission).
+  for (std::size_t i = 1; i < idle.size(); ++i) {
+    ASSERT_TRUE(idle[i]->send(get("/plaintext")));
+    EXPECT_EQ(idle[i]->read_response().status, 200) << i;
+  }
+  EXPECT_EQ(metric(m, "arbor_http_connections_evicted_total"), 1);
+  EXPECT_EQ(metric(m, "arbor_http_connections_rejected_total"), 0);
 }
 
 TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
