@@ -153,11 +153,11 @@ RequestParser::Status RequestParser::scan_request_line(std::string_view all) noe
       return fail(414);
     switch (line_state_) {
       case LineState::empty_lines:  // RFC 9112 §2.2: ignore (a few) empty lines first
-        if (c == '\r' || c == '\n') {
-          if (c == '\r') {
-            line_state_ = LineState::empty_cr;
-            continue;
-          }
+        if (c == '\r') {
+          line_state_ = LineState::empty_cr;
+          continue;
+        }
+        if (c == '\n') {  // a bare LF, tolerated here only
           if (++empty_lines_ > kMaxLeadingEmptyLines) return fail(400);
           start_ = scanned_ + 1;
           continue;

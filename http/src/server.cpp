@@ -155,7 +155,7 @@ Task<void> Server::sweep() {
     for (Watch* c = connections_; c != nullptr; c = c->next) {
       if (c->cut || c->deadline.load(std::memory_order_relaxed) > now) continue;
       c->cut = true;
-      idle_.remove(*c);  // on its way out: not one eviction should count or pick
+      idle_.remove(*c);  // on its way out: no eviction may pick (and count) it
       timeouts_.fetch_add(1, std::memory_order_relaxed);
       (void)io::shutdown(c->fd, io::ShutdownHow::both);  // ends its pending read or write
     }

@@ -668,6 +668,7 @@ TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
   }
   const std::string help = run(std::string(HTTP_SERVER) + " --help; echo \"exit=$?\"");
   EXPECT_NE(help.find("--listen HOST:PORT"), std::string::npos);
+  EXPECT_NE(help.find("--max-headers N"), std::string::npos);
   EXPECT_NE(help.find("exit=0"), std::string::npos);
 }
 
