@@ -30,14 +30,19 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
                              kernel), pollers (dedicated poller threads) or auto (default: the
                              engine's own; workers for both io_uring and epoll)
   --pollers N                poller threads with --io-mode pollers (default 1)
-  --max-connections N        more are closed as soon as accepted (default 10000)
+  --max-connections N        at it, the longest-idle connection is closed for a new one; with
+                             none idle, the new one is closed at once (default 10000)
   --header-timeout-ms MS     a request head must arrive within this (default 10000)
   --idle-timeout-ms MS       idle keep-alive connections close after this (default 60000)
   --max-head BYTES           request line + headers (default 16384; larger: 431)
   --max-request-line BYTES   (default 8192; longer: 414)
+  --max-headers N            header fields per request (default 100, at most 1000; more: 431)
   --max-body BYTES           largest request body read and discarded (default 1048576; 413)
-  --shutdown-timeout-ms MS   on SIGINT/SIGTERM, how long in-flight requests may take (5000)
+  --shutdown-timeout-ms MS   on SIGINT/SIGTERM/SIGQUIT, how long in-flight requests may take
+                             (default 5000)
   --help                     this text
+
+Signals: SIGINT, SIGTERM, SIGQUIT drain and exit 0; SIGHUP, SIGUSR1 are logged and ignored.
 
 Environment: ARBOR_ENGINE, ARBOR_IO_MODE, ARBOR_WORKERS, ARBOR_POLLERS, ARBOR_LOG, ... (see
 README).
@@ -100,6 +105,10 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
     } else if (flag == "--max-request-line") {
       if (!number<std::size_t>(value, f.server.limits.max_request_line, 64, 1 << 20))
         return bad + " (64..1048576)";
+    } else if (flag == "--max-headers") {
+      if (!number<std::size_t>(value, f.server.limits.max_fields, 1,
+                               http::RequestParser::kMaxFields))
+        return bad + " (1.." + std::to_string(http::RequestParser::kMaxFields) + ")";
     } else if (flag == "--max-body") {
       if (!number<std::uint64_t>(value, f.server.limits.max_body, 0, std::uint64_t{1} << 40))
         return bad + " (0..2^40)";

@@ -2,8 +2,11 @@
 //
 //   http_server [--listen 127.0.0.1:8080] [--workers N] [--engine auto|epoll|uring] ...
 //
-// SIGINT/SIGTERM: stop accepting, answer every request already received, exit 0 (bounded by
-// --shutdown-timeout-ms). Flags: --help; docs/http.md.
+// SIGINT/SIGTERM/SIGQUIT: stop accepting, answer every request already received, exit 0
+// (bounded by --shutdown-timeout-ms). SIGHUP and SIGUSR1 (which a process manager or a log
+// rotator may send, and which would otherwise kill the process) log a line and change nothing:
+// there is no configuration to reload and no log file to reopen. SIGPIPE is ignored (the
+// runtime does that). Flags: --help; docs/http.md.
 #include <csignal>
 #include <cstdio>
 #include <mutex>
@@ -42,13 +45,13 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
   auto server = arbor::http::Server::bind(rt, flags.server, std::ref(routes));
   if (!server) {
     arbor::io::log::error("http: cannot listen on {}: {}", flags.server.listen.to_string(),
-                      server.error().message());
+                          server.error().message());
     co_return 1;
   }
   routes.attach(**server);
   const std::string address = (*server)->local_address().to_string();
   arbor::io::log::info("http: engine {}, {} workers, listening on http://{}", rt.engine().name(),
-                   rt.scheduler().workers(), address);
+                       rt.scheduler().workers(), address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
   shutdown.publish(server->get());
@@ -70,12 +73,13 @@ int main(int argc, char** argv) {
     std::fputs(arbor::example::usage(), stdout);
     return 0;
   }
-  // SIGINT/SIGTERM become a graceful shutdown, from a plain thread (not a signal handler).
+  // The signals are taken by a plain thread with sigwait (not a signal handler), so what they
+  // do may lock and log. Blocked before the runtime starts its threads, which inherit the mask.
   sigset_t signals;
   sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the runtime starts its threads
+  for (int s : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1})
+    sigaddset(&signals, s);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   auto rt = arbor::Runtime::create(flags.runtime);
   if (!rt) {
@@ -85,9 +89,16 @@ int main(int argc, char** argv) {
   }
   static ShutdownSwitch shutdown;  // outlives the detached signal thread
   std::thread([signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    shutdown.request();
+    for (;;) {
+      int signal = 0;
+      if (sigwait(&signals, &signal) != 0) continue;
+      if (signal == SIGHUP || signal == SIGUSR1) {
+        arbor::io::log::info("http: {} ignored (nothing to reload or reopen)",
+                             signal == SIGHUP ? "SIGHUP" : "SIGUSR1");
+        continue;
+      }
+      shutdown.request();  // again on a second signal: harmless, shutdown() is idempotent
+    }
   }).detach();
   return (*rt)->block_on(serve(**rt, flags, shutdown));
 }

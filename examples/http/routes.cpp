@@ -46,7 +46,7 @@ std::string_view json_body(std::span<char> scratch) {
 }  // namespace
 
 http::Reply Routes::operator()(const http::Request& request, std::span<char> scratch) const {
-  const std::string_view path = request.target.substr(0, request.target.find('?'));
+  const std::string_view path = request.path;  // absolute-form targets too (RFC 9112 §3.2.2)
   enum {
     plaintext,
     json,
@@ -124,9 +124,15 @@ std::size_t Routes::metrics(std::span<char> out) const {
   if (const http::Server* server = server_.load()) {
     const auto c = server->counters();
     put("arbor_http_connections", "gauge", "Open connections.", c.connections_active);
+    put("arbor_http_connections_idle", "gauge",
+        "Open connections waiting for a request, with nothing of one received.",
+        c.connections_idle);
     put("arbor_http_connections_total", "counter", "Connections accepted.", c.connections_total);
     put("arbor_http_connections_rejected_total", "counter",
-        "Connections closed at once: over --max-connections.", c.connections_rejected);
+        "Connections closed at once: over --max-connections with none idle.",
+        c.connections_rejected);
+    put("arbor_http_connections_evicted_total", "counter",
+        "Idle connections closed to admit a new one at --max-connections.", c.connections_evicted);
     put("arbor_http_requests_total", "counter", "Requests answered.", c.requests);
     put("arbor_http_parse_errors_total", "counter", "Requests refused by the parser.",
         c.parse_errors);

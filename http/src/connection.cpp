@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cstring>
+#include <memory>
 #include <utility>
 
 #include "arbor/io/socket.hpp"
@@ -26,6 +27,27 @@ std::size_t in_capacity(const Limits& limits) noexcept {
 // An upper bound on the head put_head() produces.
 std::size_t head_bound(const Reply& r, std::string_view server_name) noexcept {
   return 160 + server_name.size() + r.content_type.size() + r.allow.size() + kDateSize;
+}
+
+std::size_t field_count(const Limits& limits) noexcept {
+  return std::clamp<std::size_t>(limits.max_fields, 1, RequestParser::kMaxFields);
+}
+
+// Fields first: the block comes from new[], so it is aligned for them; the bytes follow.
+constexpr std::size_t field_bytes(std::size_t count) noexcept {
+  static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ % alignof(Field) == 0);
+  return count * sizeof(Field);
+}
+
+// `base + offset`, or null for a block that could not be allocated.
+char* at(char* base, std::size_t offset) noexcept {
+  return base == nullptr ? nullptr : base + offset;
+}
+
+std::span<Field> fields_in(char* base, std::size_t count) noexcept {
+  if (base == nullptr) return {};
+  return {std::uninitialized_value_construct_n(reinterpret_cast<Field*>(base), count) - count,
+          count};
 }
 
 Reply internal_error() noexcept {
@@ -52,11 +74,13 @@ Server::Connection::Connection(Server& server, TcpStream& stream)
     : server_(server),
       stream_(stream),
       in_capacity_(in_capacity(server.options_.limits)),
-      memory_(new (std::nothrow) char[in_capacity_ + kOutCapacity + kScratchCapacity]),
-      in_(memory_.get()),
-      out_{in_ + in_capacity_, kOutCapacity},
-      scratch_(in_ + in_capacity_ + kOutCapacity, kScratchCapacity),
-      parser_(server.options_.limits) {
+      field_count_(field_count(server.options_.limits)),
+      memory_(new (std::nothrow) char[field_bytes(field_count_) + in_capacity_ + kOutCapacity +
+                                      kScratchCapacity]),
+      in_(at(memory_.get(), field_bytes(field_count_))),
+      out_{at(in_, in_capacity_), kOutCapacity},
+      scratch_(at(in_, in_capacity_ + kOutCapacity), kScratchCapacity),
+      parser_(server.options_.limits, fields_in(memory_.get(), field_count_)) {
   watch_.fd = stream.native_handle();
   server_.enlist(watch_);
 }
@@ -183,6 +207,14 @@ void Server::Connection::deadline() noexcept {
     deadline = request_started_ + server_.options_.header_timeout.count() * 1'000'000;
   }
   watch_.deadline.store(deadline, std::memory_order_relaxed);
+  if (begin_ == end_ && discard_ == 0) {
+    idle_ = true;
+    server_.idle(watch_);
+  }
+}
+
+void Server::Connection::busy() noexcept {
+  if (std::exchange(idle_, false)) server_.busy(watch_);
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {

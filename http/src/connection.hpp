@@ -28,9 +28,12 @@ namespace arbor::http {
 struct Server::Watch {
   Watch* prev = nullptr;
   Watch* next = nullptr;
+  Watch* idle_prev = nullptr;  // IdleList's links: listed while its read waits with nothing
+  Watch* idle_next = nullptr;  // of a request received
+  bool idle_listed = false;
   io::Handle fd = io::kInvalidHandle;
   std::atomic<std::int64_t> deadline{std::numeric_limits<std::int64_t>::max()};
-  bool cut = false;      // shut down by the sweeper
+  bool cut = false;      // shut down by the sweeper, or evicted
   bool drained = false;  // reads shut down by shutdown()
 };
 
@@ -61,8 +64,11 @@ class Server::Connection {
   bool has_output() const noexcept { return out_.size > 0; }
   bool closing() const noexcept { return closing_; }
   bool failed() const noexcept { return failed_; }
-  /// Publishes the deadline the sweeper enforces while read() waits.
+  /// Publishes the deadline the sweeper enforces while read() waits and, with nothing of a
+  /// request received, lists the connection as idle: one the server may close for a new one.
   void deadline() noexcept;
+  /// After read(): no longer idle (unless the read failed: the destructor then delists it).
+  void busy() noexcept;
   /// Awaiting it reads into the input buffer; false on end of stream or any error.
   class Read;
   Read read() noexcept;
@@ -88,7 +94,9 @@ class Server::Connection {
   TcpStream& stream_;
   Watch watch_;
   const std::size_t in_capacity_;
-  const std::unique_ptr<char[]> memory_;  // input, output and scratch, in one allocation
+  const std::size_t field_count_;  // the parser's field storage, at the start of memory_
+  // The parser's fields, input, output and scratch, in one allocation.
+  const std::unique_ptr<char[]> memory_;
   char* const in_;
   Output out_;
   const std::span<char> scratch_;
@@ -100,6 +108,7 @@ class Server::Connection {
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close
   bool failed_ = false;   // an error reply: linger before closing
+  bool idle_ = false;     // deadline() listed it as idle (eviction may have unlisted it since)
 
   // The reply respond() is placing, kept across the writes it asks for: its head still to go
   // in, or its body handed to write() (spill_), or none.

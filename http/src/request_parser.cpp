@@ -29,16 +29,6 @@ bool is_token(std::string_view s) noexcept {
   return true;
 }
 
-// request-target: visible ASCII (no spaces, no controls); obs-text is not allowed here.
-bool is_target(std::string_view s) noexcept {
-  if (s.empty()) return false;
-  for (char c : s) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u <= 0x20 || u >= 0x7f) return false;
-  }
-  return true;
-}
-
 // field-value characters: VCHAR, obs-text, SP, HTAB.
 bool is_field_value(std::string_view s) noexcept {
   for (char c : s) {
@@ -86,15 +76,24 @@ std::string_view Request::field(std::string_view name) const noexcept {
   return {};
 }
 
-RequestParser::RequestParser(Limits limits) noexcept : limits_(limits) {
+RequestParser::RequestParser(Limits limits) : RequestParser(limits, {}) {
+  owned_ = std::make_unique<Field[]>(limits_.max_fields);
+  fields_ = {owned_.get(), limits_.max_fields};
+}
+
+RequestParser::RequestParser(Limits limits, std::span<Field> storage) noexcept
+    : limits_(limits), fields_(storage) {
   limits_.max_fields = std::clamp<std::size_t>(limits_.max_fields, 1, kMaxFields);
+  if (!storage.empty()) limits_.max_fields = std::min(limits_.max_fields, storage.size());
   limits_.max_request_line = std::max<std::size_t>(limits_.max_request_line, 16);
   limits_.max_head = std::max(limits_.max_head, limits_.max_request_line);
 }
 
 void RequestParser::reset() noexcept {
   request_ = Request{};
-  scanned_ = line_end_ = head_size_ = 0;
+  scanned_ = start_ = line_end_ = head_size_ = 0;
+  empty_lines_ = version_at_ = 0;
+  line_state_ = LineState::empty_lines;
   error_ = 0;
 }
 
@@ -106,19 +105,14 @@ RequestParser::Status RequestParser::fail(int status) noexcept {
 RequestParser::Status RequestParser::parse(std::span<const char> data) noexcept {
   if (error_ != 0) return Status::error;
   const std::string_view all(data.data(), data.size());
-  // The request line first: it decides 414 and lets garbage be refused before a whole head
-  // of it has arrived.
+  // The request line first, byte by byte: it decides 414, and lets garbage be refused at its
+  // first byte rather than once a line end, a whole head or a timeout has come.
   if (line_end_ == 0) {
-    const std::size_t lf = all.find('\n', scanned_);
-    if (lf == std::string_view::npos) {
-      if (all.size() > limits_.max_request_line) return fail(414);
-      scanned_ = all.size();
-      return Status::incomplete;
-    }
-    if (lf + 1 > limits_.max_request_line + 2) return fail(414);  // + CRLF
-    if (lf == 0 || all[lf - 1] != '\r') return fail(400);
-    if (Status s = parse_request_line(all.substr(0, lf - 1)); s == Status::error) return s;
-    line_end_ = lf + 1;
+    if (Status s = scan_request_line(all); s != Status::complete) return s;
+    // CR LF ended it at line_end_ - 2, line_end_ - 1.
+    if (Status s = parse_request_line(all.substr(start_, line_end_ - 2 - start_));
+        s == Status::error)
+      return s;
     scanned_ = line_end_;
   }
   // Then the end of the head: an empty line. Each line end is checked as it is first seen
@@ -133,34 +127,128 @@ RequestParser::Status RequestParser::parse(std::span<const char> data) noexcept 
       break;
     }
   }
+  // Ignored empty lines do not count towards the head (there are at most a few of them).
   if (end == std::string_view::npos) {
-    if (all.size() > limits_.max_head) return fail(431);
+    if (all.size() - start_ > limits_.max_head) return fail(431);
     scanned_ = all.size();
     return Status::incomplete;
   }
   head_size_ = end + 4;
-  if (head_size_ > limits_.max_head) return fail(431);
+  if (head_size_ - start_ > limits_.max_head) return fail(431);
   return parse_head(all.substr(line_end_, end + 2 - line_end_));
 }
 
-// method SP request-target SP HTTP-version
+// Runs the request-line state machine over the bytes not seen yet. complete: line_end_ is set.
+// Every byte is looked at once, in order, so the outcome does not depend on how the bytes were
+// split across calls.
+RequestParser::Status RequestParser::scan_request_line(std::string_view all) noexcept {
+  static constexpr std::string_view kHttp = "HTTP/d.d";
+  for (; scanned_ < all.size(); ++scanned_) {
+    const char c = all[scanned_];
+    const auto u = static_cast<unsigned char>(c);
+    // Bytes of the line itself (not its CRLF) beyond the limit: 414, known before it ends.
+    if (scanned_ - start_ >= limits_.max_request_line && line_state_ != LineState::cr &&
+        line_state_ != LineState::lf && line_state_ != LineState::empty_lines &&
+        line_state_ != LineState::empty_cr)
+      return fail(414);
+    switch (line_state_) {
+      case LineState::empty_lines:  // RFC 9112 §2.2: ignore (a few) empty lines first
+        if (c == '\r') {
+          line_state_ = LineState::empty_cr;
+          continue;
+        }
+        if (c == '\n') {  // a bare LF, tolerated here only
+          if (++empty_lines_ > kMaxLeadingEmptyLines) return fail(400);
+          start_ = scanned_ + 1;
+          continue;
+        }
+        line_state_ = LineState::method;
+        [[fallthrough]];
+      case LineState::method:
+        if (c == ' ' && scanned_ > start_) {
+          line_state_ = LineState::target;
+          continue;
+        }
+        if (!kTchar[u]) return fail(400);
+        continue;
+      case LineState::empty_cr:
+        if (c != '\n' || ++empty_lines_ > kMaxLeadingEmptyLines) return fail(400);
+        start_ = scanned_ + 1;
+        line_state_ = LineState::empty_lines;
+        continue;
+      case LineState::target:
+        if (c == ' ' && all[scanned_ - 1] != ' ') {
+          line_state_ = LineState::version;
+          continue;
+        }
+        if (u <= 0x20 || u >= 0x7f) return fail(400);  // visible ASCII only; no obs-text
+        continue;
+      case LineState::version: {
+        const char want = kHttp[version_at_];
+        if (want == 'd' ? (c < '0' || c > '9') : c != want) return fail(400);
+        if (++version_at_ == kHttp.size()) line_state_ = LineState::cr;
+        continue;
+      }
+      case LineState::cr:
+        if (c != '\r') return fail(400);  // a bare LF, a trailing space, more version
+        line_state_ = LineState::lf;
+        continue;
+      case LineState::lf:
+        if (c != '\n') return fail(400);
+        line_end_ = ++scanned_;
+        return Status::complete;
+    }
+  }
+  return Status::incomplete;
+}
+
+// method SP request-target SP HTTP-version, already checked byte by byte.
 RequestParser::Status RequestParser::parse_request_line(std::string_view line) noexcept {
   const std::size_t sp1 = line.find(' ');
-  if (sp1 == std::string_view::npos) return fail(400);
   const std::size_t sp2 = line.find(' ', sp1 + 1);
-  if (sp2 == std::string_view::npos) return fail(400);
-  const std::string_view method = line.substr(0, sp1);
-  const std::string_view target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   const std::string_view version = line.substr(sp2 + 1);
-  if (!is_token(method) || !is_target(target)) return fail(400);
-  if (version.size() != 8 || version.substr(0, 5) != "HTTP/" || version[6] != '.' ||
-      version[5] < '0' || version[5] > '9' || version[7] < '0' || version[7] > '9')
-    return fail(400);
   if (version[5] != '1' || (version[7] != '0' && version[7] != '1')) return fail(505);
-  request_.method = method;
-  request_.target = target;
+  request_.method = line.substr(0, sp1);
+  request_.target = line.substr(sp1 + 1, sp2 - sp1 - 1);
   request_.version_minor = version[7] - '0';
   request_.keep_alive = request_.version_minor == 1;
+  return split_target();
+}
+
+// Path, query and (for absolute-form) host from the target. Only http and https are taken as
+// absolute-form; any other target that does not start with '/' is passed through as the path.
+RequestParser::Status RequestParser::split_target() noexcept {
+  std::string_view rest = request_.target;
+  bool absolute = false;
+  for (std::string_view scheme : {std::string_view("http://"), std::string_view("https://")}) {
+    if (rest.size() >= scheme.size() && iequals(rest.substr(0, scheme.size()), scheme)) {
+      rest.remove_prefix(scheme.size());
+      absolute = true;
+      break;
+    }
+  }
+  if (absolute) {
+    const std::size_t authority_end = std::min(rest.find('/'), rest.find('?'));
+    const std::string_view authority = rest.substr(0, authority_end);
+    // RFC 9110 §4.2.1: an empty host is invalid; §4.2.4: userinfo is deprecated, refused here.
+    if (authority.empty() || authority.find('@') != std::string_view::npos) return fail(400);
+    request_.host = authority;
+    rest.remove_prefix(authority.size());
+  }
+  if (rest.empty() || rest.front() != '/') {  // asterisk- or authority-form, or an empty path
+    if (!absolute) {
+      request_.path = rest;
+      return Status::incomplete;
+    }
+    if (rest.empty() || rest.front() == '?') {
+      request_.path = "/";  // RFC 9112 §3.2.2 (via §3.3): an empty path is "/"
+      request_.query = rest.empty() ? rest : rest.substr(1);
+      return Status::incomplete;
+    }
+  }
+  const std::size_t question = rest.find('?');
+  request_.path = rest.substr(0, question);
+  if (question != std::string_view::npos) request_.query = rest.substr(question + 1);
   return Status::incomplete;
 }
 
@@ -182,7 +270,7 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
     const std::string_view name = line.substr(0, colon);
     const std::string_view raw = line.substr(colon + 1);
     if (!is_token(name) || !is_field_value(raw)) return fail(400);
-    if (count == limits_.max_fields) return fail(431);
+    if (count == limits_.max_fields || count == fields_.size()) return fail(431);
     const std::string_view value = trim(raw);
     fields_[count++] = {name, value};
 
@@ -201,6 +289,7 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
     } else if (iequals(name, "host")) {
       if (has_host) return fail(400);
       has_host = true;
+      if (request_.host.empty()) request_.host = value;  // an absolute-form target's wins
     } else if (iequals(name, "connection")) {
       for_each_token(value, [&](std::string_view t) {
         if (iequals(t, "close")) close = true;

@@ -45,9 +45,12 @@ ServerCounters Server::counters() const noexcept {
   c.connections_active = active_.load(std::memory_order_relaxed);
   c.connections_total = total_.load(std::memory_order_relaxed);
   c.connections_rejected = rejected_.load(std::memory_order_relaxed);
+  c.connections_evicted = evicted_.load(std::memory_order_relaxed);
   c.requests = requests_.load(std::memory_order_relaxed);
   c.parse_errors = parse_errors_.load(std::memory_order_relaxed);
   c.timeouts = timeouts_.load(std::memory_order_relaxed);
+  std::lock_guard guard(connections_mutex_);
+  c.connections_idle = idle_.size();
   return c;
 }
 
@@ -65,11 +68,35 @@ void Server::enlist(Watch& w) noexcept {
 
 void Server::delist(Watch& w) noexcept {
   std::lock_guard guard(connections_mutex_);
+  idle_.remove(w);
   if (w.prev != nullptr)
     w.prev->next = w.next;
   else
     connections_ = w.next;
   if (w.next != nullptr) w.next->prev = w.prev;
+}
+
+void Server::idle(Watch& w) noexcept {
+  std::lock_guard guard(connections_mutex_);
+  if (!w.cut) idle_.push_newest(w);
+}
+
+void Server::busy(Watch& w) noexcept {
+  std::lock_guard guard(connections_mutex_);
+  idle_.remove(w);
+}
+
+// Closes the longest-idle connection: its pending read ends, and its coroutine closes it. A
+// request that reaches it at this very moment is lost, as with any keep-alive close (a client
+// retries it on a fresh connection).
+bool Server::evict_idle() noexcept {
+  std::lock_guard guard(connections_mutex_);
+  Watch* w = idle_.pop_oldest();
+  if (w == nullptr) return false;
+  w->cut = true;  // the sweeper and shutdown() leave it alone now
+  evicted_.fetch_add(1, std::memory_order_relaxed);
+  (void)io::shutdown(w->fd, io::ShutdownHow::both);
+  return true;
 }
 
 void Server::shutdown() noexcept {
@@ -97,7 +124,9 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
       io::log::warn("http: accept failed: {}", stream.error().message());
       continue;  // TcpListener already backs off on descriptor exhaustion
     }
-    if (active_.load(std::memory_order_relaxed) >= options_.max_connections) {
+    // At the limit, an idle connection makes room; the one it replaces still counts in active_
+    // until its coroutine ends, so each admission past the limit costs one eviction.
+    if (active_.load(std::memory_order_relaxed) >= options_.max_connections && !evict_idle()) {
       rejected_.fetch_add(1, std::memory_order_relaxed);
       stream->close();  // at once: the client sees the connection end, the server stays up
       continue;
@@ -126,6 +155,7 @@ Task<void> Server::sweep() {
     for (Watch* c = connections_; c != nullptr; c = c->next) {
       if (c->cut || c->deadline.load(std::memory_order_relaxed) > now) continue;
       c->cut = true;
+      idle_.remove(*c);  // on its way out: no eviction may pick (and count) it
       timeouts_.fetch_add(1, std::memory_order_relaxed);
       (void)io::shutdown(c->fd, io::ShutdownHow::both);  // ends its pending read or write
     }
@@ -142,7 +172,8 @@ Task<void> Server::serve(TcpStream stream) {
     if (c.has_output() && !co_await c.write()) co_return;  // the responses to one read, at once
     if (c.closing()) break;
     c.deadline();
-    if (!co_await c.read()) co_return;  // peer closed, reset, timed out or drained
+    if (!co_await c.read()) co_return;  // peer closed, reset, timed out, drained or evicted
+    c.busy();
   }
   if (c.failed()) co_await c.linger();
 }

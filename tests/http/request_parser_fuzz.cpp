@@ -61,6 +61,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
     check(a.head == b.head && a.head > 0 && a.head <= size - at && a.head <= limits.max_head);
     const auto& r = whole.request();
     check(inside(r.method, data + at, a.head) && inside(r.target, data + at, a.head));
+    check(inside(r.path, data + at, a.head) || r.path == "/");
+    check(inside(r.query, data + at, a.head) && inside(r.host, data + at, a.head));
     check(r.fields.size() <= limits.max_fields);
     for (const auto& f : r.fields)
       check(inside(f.name, data + at, a.head) && inside(f.value, data + at, a.head));

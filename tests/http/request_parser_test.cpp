@@ -147,6 +147,100 @@ TEST(RequestParser, AnErrorIsSticky) {
   EXPECT_EQ(p.parse({good.data(), good.size()}), Status::complete);
 }
 
+// RFC 9112 §3.2.2: "A server MUST accept the absolute-form in requests"; the host comes from
+// the target, not from the Host field.
+TEST(RequestParser, Rfc9112_3_2_2_AbsoluteFormGivesPathQueryAndHost) {
+  RequestParser p;
+  std::string t = "GET http://example.org:8080/plaintext?x=1 HTTP/1.1\r\nHost: other\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_EQ(p.request().target, "http://example.org:8080/plaintext?x=1");
+  EXPECT_EQ(p.request().path, "/plaintext");
+  EXPECT_EQ(p.request().query, "x=1");
+  EXPECT_EQ(p.request().host, "example.org:8080");
+  p.reset();
+  t = "GET HTTPS://h HTTP/1.1\r\nHost: h\r\n\r\n";  // the scheme is case-insensitive
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_EQ(p.request().path, "/");  // an empty path is "/"
+  EXPECT_EQ(p.request().host, "h");
+  p.reset();
+  t = "GET http://h?q HTTP/1.1\r\nHost: h\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_EQ(p.request().path, "/");
+  EXPECT_EQ(p.request().query, "q");
+  // Origin-form: the host is the Host field's.
+  p.reset();
+  t = "GET /a?b HTTP/1.1\r\nHost: origin\r\n\r\n";
+  ASSERT_EQ(p.parse({t.data(), t.size()}), Status::complete);
+  EXPECT_EQ(p.request().path, "/a");
+  EXPECT_EQ(p.request().query, "b");
+  EXPECT_EQ(p.request().host, "origin");
+  // RFC 9110 §4.2.1 (no empty host) and §4.2.4 (no userinfo).
+  EXPECT_EQ(outcome("GET http:///x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(outcome("GET http://u@h/x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+  // RFC 9112 §3.2: Host is still required in HTTP/1.1.
+  EXPECT_EQ(outcome("GET http://h/x HTTP/1.1\r\n\r\n"), 400);
+}
+
+// RFC 9112 §2.2: a server "SHOULD ignore at least one empty line (CRLF) received prior to the
+// request-line". A few are ignored (CRLF or bare LF); one more than the bound is a 400.
+TEST(RequestParser, Rfc9112_2_2_LeadingEmptyLinesAreIgnoredUpToABound) {
+  for (const std::string lead : {"\r\n", "\n", "\r\n\n\r\n"}) {
+    const std::string text = lead + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
+    for (std::size_t cut = 0; cut <= text.size(); ++cut) {
+      RequestParser p;
+      Status s = Status::incomplete;
+      for (std::size_t n = 1; n <= cut && s == Status::incomplete; ++n)
+        s = p.parse({text.data(), n});
+      if (s == Status::incomplete) s = p.parse({text.data(), text.size()});
+      ASSERT_EQ(s, Status::complete) << "cut at " << cut;
+      EXPECT_EQ(p.request().path, "/x");
+      EXPECT_EQ(p.head_size(), text.size());  // the empty lines are consumed with the request
+    }
+  }
+  std::string many;
+  for (std::size_t i = 0; i < RequestParser::kMaxLeadingEmptyLines; ++i)
+    many += "\r\n";
+  EXPECT_EQ(outcome(many + "GET / HTTP/1.0\r\n\r\n"), 0);
+  EXPECT_EQ(outcome(many + "\r\n"), 400);  // known at once, with no request line in sight
+  EXPECT_EQ(outcome(many), -1);
+  EXPECT_EQ(outcome("\r\rGET / HTTP/1.0\r\n\r\n"), 400);
+}
+
+// RFC 9110 §5.6.2 (tchar), RFC 9112 §3: the request line is refused at its first byte that
+// cannot belong to it, without waiting for a line end.
+TEST(RequestParser, Rfc9112_3_RequestLineGarbageIsRefusedAtItsFirstByte) {
+  EXPECT_EQ(outcome("\x16\x03\x01\x02\x00"), 400);  // a TLS ClientHello
+  EXPECT_EQ(outcome("GE(T"), 400);
+  EXPECT_EQ(outcome(" GET"), 400);
+  EXPECT_EQ(outcome("GET /a\x01"), 400);
+  EXPECT_EQ(outcome("GET /\xc3\xa9"), 400);  // obs-text is not allowed in a target
+  EXPECT_EQ(outcome("GET  /"), 400);
+  EXPECT_EQ(outcome("GET / HTTQ"), 400);
+  EXPECT_EQ(outcome("GET / HTTP/1.1 "), 400);
+  EXPECT_EQ(outcome("GET / HTTP/1.1\rX"), 400);
+  // Every prefix of a good request line is still only incomplete.
+  const std::string good = "GET /a?b=c HTTP/1.1\r\n";
+  for (std::size_t n = 1; n <= good.size(); ++n)
+    EXPECT_EQ(outcome(good.substr(0, n)), -1) << n;
+}
+
+TEST(RequestParser, FieldCountLimitDefaultsTo100) {
+  std::string head = "GET / HTTP/1.1\r\nHost: h\r\n";
+  for (int i = 1; i < 100; ++i)
+    head += "X-" + std::to_string(i) + ": v\r\n";
+  EXPECT_EQ(outcome(head + "\r\n"), 0);  // 100 fields
+  EXPECT_EQ(outcome(head + "X-100: v\r\n\r\n"), 431);
+  // Caller-owned storage bounds the count too.
+  Field storage[3];
+  Limits limits;
+  limits.max_fields = 50;
+  RequestParser p(limits, storage);
+  EXPECT_EQ(p.limits().max_fields, 3u);
+  const std::string four = "GET / HTTP/1.1\r\nHost: h\r\nA: 1\r\nB: 2\r\nC: 3\r\n\r\n";
+  EXPECT_EQ(p.parse({four.data(), four.size()}), Status::error);
+  EXPECT_EQ(p.error_status(), 431);
+}
+
 TEST(HttpDate, FormatsImfFixdate) {
   char out[kDateSize];
   format_http_date(784111777, out);  // RFC 9110's example

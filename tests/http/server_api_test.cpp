@@ -112,6 +112,30 @@ TEST(HttpServerApi, RepliesLargerThanTheOutputBufferArriveWholeAndInOrder) {
   EXPECT_EQ((*server)->counters().requests, 6u);
 }
 
+// RFC 9112 §3.2.2: with an absolute-form target the handler sees the target's host (the Host
+// field is ignored) and the path, as it would for origin-form.
+TEST(HttpServerApi, Rfc9112_3_2_2_AbsoluteFormGivesTheHandlerTheTargetsHost) {
+  Runtime rt;
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  std::string seen;  // written by the handler, read after join_blocking()
+  auto server = Server::bind(rt, options, [&](const Request& r, std::span<char>) -> Reply {
+    seen = std::string(r.host) + " " + std::string(r.path) + " " + std::string(r.query);
+    return {200, "text/plain", "ok", {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->local_address().port();
+  auto running = rt.spawn((*server)->run());
+  const std::string reply =
+      round_trip(port,
+                 "GET http://target.example:81/p/q?x=1 HTTP/1.1\r\nHost: field.example\r\n"
+                 "Connection: close\r\n\r\n");
+  EXPECT_EQ(reply.substr(0, 12), "HTTP/1.1 200");
+  (*server)->shutdown();
+  running.join_blocking();
+  EXPECT_EQ(seen, "target.example:81 /p/q x=1");
+}
+
 TEST(HttpServerApi, BindRefusesBadOptions) {
   Runtime rt;
   auto handler = [](const Request&, std::span<char>) { return Reply{200, "text/plain", "", {}}; };

@@ -72,6 +72,7 @@ class ServerProcess {
     }
   }
   int port() const { return port_; }
+  pid_t pid() const { return pid_; }
   bool exited() const { return exited_; }
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(port_) + path;
@@ -375,6 +376,94 @@ TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+// RFC 9112 §3.2.2: "A server MUST accept the absolute-form in requests." The path is routed as
+// an origin-form one would be (the host taken from the target: request_parser_test).
+TEST_P(HttpServer, Rfc9112_3_2_2_AbsoluteFormTargetsAreRouted) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(c.send("GET http://localhost/plaintext HTTP/1.1\r\nHost: elsewhere\r\n\r\n"));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "Hello, World!");
+  ASSERT_TRUE(c.send("GET HTTP://localhost:1/json?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  // curl sends absolute-form when it talks to a proxy: this server as its own proxy.
+  const std::string proxied =
+      run("curl -s --max-time 10 -x 127.0.0.1:" + std::to_string(server().port()) +
+          " http://example/plaintext");
+  EXPECT_EQ(proxied, "Hello, World!");
+}
+
+// RFC 9112 §2.2: a server "SHOULD ignore at least one empty line (CRLF) received prior to the
+// request-line". Some are ignored, before the first request and between pipelined ones; an
+// endless stream of them is a 400, not a connection kept busy for free.
+TEST_P(HttpServer, Rfc9112_2_2_LeadingEmptyLinesAreIgnored) {
+  start();
+  Client c(server().port());
+  ASSERT_TRUE(
+      c.send("\r\n" + get("/plaintext") + "\n" + get("/json") + "\r\n\r\n" + get("/plaintext")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  Client flood(server().port());
+  std::string crlfs;
+  for (int i = 0; i < 100; ++i)
+    crlfs += "\r\n";
+  ASSERT_TRUE(flood.send(crlfs));
+  const Response r = flood.read_response();
+  EXPECT_EQ(r.status, 400);
+  EXPECT_EQ(r.field("Connection"), "close");
+  EXPECT_TRUE(flood.closed_by_server());
+}
+
+// --max-headers (default 100): curl with 64 -H flags (67 fields with its own) is answered; more
+// fields than the limit are a 431.
+TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
+  start();
+  std::string flags;
+  for (int i = 0; i < 64; ++i)
+    flags += " -H 'X-Field-" + std::to_string(i) + ": v'";
+  EXPECT_EQ(run("curl -s --max-time 10" + flags + " " + server().url("/plaintext")),
+            "Hello, World!");
+  auto fields = [](int n) {
+    std::string extra;
+    for (int i = 1; i < n; ++i)  // and Host
+      extra += "X-" + std::to_string(i) + ": v\r\n";
+    return get("/plaintext", extra);
+  };
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(fields(100)));
+    EXPECT_EQ(c.read_response().status, 200);
+    ASSERT_TRUE(c.send(fields(101)));
+    EXPECT_EQ(c.read_response().status, 431);
+    EXPECT_TRUE(c.closed_by_server());
+  }
+  EXPECT_EQ(server().stop(SIGTERM, 30s), std::optional<int>(0));
+  start({"--max-headers", "10"});
+  Client c(server().port());
+  ASSERT_TRUE(c.send(fields(10)));
+  EXPECT_EQ(c.read_response().status, 200);
+  ASSERT_TRUE(c.send(fields(11)));
+  EXPECT_EQ(c.read_response().status, 431);
+}
+
+// RFC 9112 §3 / RFC 9110 §5.6.2: a request line is refused at its first byte that cannot belong
+// to a method (tchar) or a target, with no line end, no 8 KB and no header timeout (60 s here)
+// needed. The client's 10 s read timeout is only the failure bound.
+TEST_P(HttpServer, Rfc9112_3_GarbageRequestLineIsRefusedWithoutALineEnd) {
+  start({"--header-timeout-ms", "60000"});
+  for (const std::string& garbage : {std::string("\x16\x03\x01\x00\xa5\x01\x00", 7),  // TLS
+                                     std::string("GET /\x01"), std::string("G{ET")}) {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(garbage));
+    const Response r = c.read_response();
+    EXPECT_EQ(r.status, 400);
+    EXPECT_EQ(r.field("Connection"), "close");
+    EXPECT_TRUE(c.closed_by_server());
+  }
+}
+
 TEST_P(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
   start({"--header-timeout-ms", "300"});
   Client c(server().port());
@@ -399,14 +488,45 @@ TEST_P(HttpServer, AnIdleConnectionIsClosedAfterTheIdleTimeout) {
   EXPECT_TRUE(c.closed_by_server());  // blocks until the server closes (10 s safety bound)
 }
 
-TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
-  start({"--max-connections", "2"});
+// A metric's value from /metrics, asked on `c` (kept alive: the caller's connection).
+std::optional<long long> metric(Client& c, const std::string& name) {
+  if (!c.send(get("/metrics"))) return std::nullopt;
+  const Response r = c.read_response();
+  const auto at = r.body.find("\n" + name + " ");
+  if (r.status != 200 || at == std::string::npos) return std::nullopt;
+  return std::stoll(r.body.substr(at + name.size() + 2));
+}
+
+// Polls /metrics on `c` until `name` equals `want` (the server's view catching up with what
+// the client already saw), for at most 10 s; the last value seen.
+std::optional<long long> await_metric(Client& c, const std::string& name, long long want) {
+  std::optional<long long> v;
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  do
+    v = metric(c, name);
+  while (v && *v != want && std::chrono::steady_clock::now() < until);
+  return v;
+}
+
+// Each client has a request in progress: a whole one (answered) and the start of the next, in
+// one send; the server is waiting for the rest.
+void make_busy(Client& c) {
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/plaintext") + "GET /plain"));
+  ASSERT_EQ(c.read_response().status, 200);
+}
+
+// At the limit with every connection mid-request, a new one is closed at once (none is idle to
+// make room), and the server recovers once a slot frees.
+TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedWhenNoneIsIdle) {
+  start({"--max-connections", "3"});
   auto a = std::make_unique<Client>(server().port());
-  Client b(server().port());
-  for (Client* c : {a.get(), &b}) {  // a complete exchange: accepted and counted
-    ASSERT_TRUE(c->send(get("/plaintext")));
-    ASSERT_EQ(c->read_response().status, 200);
-  }
+  Client b(server().port()), m(server().port());
+  make_busy(*a);
+  make_busy(b);
+  // m sees the others busy (idle 0 while m's own request is answered), then becomes busy too.
+  EXPECT_EQ(await_metric(m, "arbor_http_connections_idle", 0), 0);
+  make_busy(m);
   {
     Client over(server().port());
     (void)over.send(get("/plaintext"));
@@ -421,6 +541,39 @@ TEST_P(HttpServer, ConnectionsBeyondTheLimitAreClosedAndTheServerRecovers) {
     served = again.send(get("/plaintext")) && again.read_response().status == 200;
   }
   EXPECT_TRUE(served);
+  // b, still mid-request throughout (so never evictable), was unharmed and completes.
+  EXPECT_TRUE(b.send("text HTTP/1.1\r\nHost: h\r\n\r\n"));
+  EXPECT_EQ(b.read_response().body, "Hello, World!");
+  EXPECT_EQ(metric(b, "arbor_http_connections_evicted_total"), 0);
+  EXPECT_GE(metric(b, "arbor_http_connections_rejected_total").value_or(0), 1);
+}
+
+// At the limit, the connection idle longest (waiting for its next request) is closed to admit a
+// new one, like nginx's reuse of keep-alive connections. The idle gauge, read on the newest
+// connection after each exchange, makes the order in which the others went idle certain.
+TEST_P(HttpServer, AtTheLimitTheLongestIdleConnectionMakesRoom) {
+  start({"--max-connections", "8"});
+  Client m(server().port());  // asks /metrics; itself busy while its request is answered
+  std::vector<std::unique_ptr<Client>> idle;
+  for (int i = 0; i < 7; ++i) {
+    idle.push_back(std::make_unique<Client>(server().port()));
+    ASSERT_TRUE(idle.back()->send(get("/plaintext")));
+    ASSERT_EQ(idle.back()->read_response().status, 200);
+    ASSERT_EQ(await_metric(m, "arbor_http_connections_idle", i + 1), i + 1);
+  }
+  // 8 open, all idle: a new client is served, and idle[0], the oldest, is closed for it.
+  Client fresh(server().port());
+  ASSERT_TRUE(fresh.send(get("/plaintext")));
+  EXPECT_EQ(fresh.read_response().body, "Hello, World!");
+  EXPECT_TRUE(idle[0]->closed_by_server());
+  EXPECT_EQ(metric(fresh, "arbor_http_connections_evicted_total"), 1);
+  // The rest were left alone: each still answers (and none of them needed a new admission).
+  for (std::size_t i = 1; i < idle.size(); ++i) {
+    ASSERT_TRUE(idle[i]->send(get("/plaintext")));
+    EXPECT_EQ(idle[i]->read_response().status, 200) << i;
+  }
+  EXPECT_EQ(metric(m, "arbor_http_connections_evicted_total"), 1);
+  EXPECT_EQ(metric(m, "arbor_http_connections_rejected_total"), 0);
 }
 
 TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
@@ -440,6 +593,40 @@ TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
   EXPECT_TRUE(idle.closed_by_server());
   ASSERT_TRUE(exit.has_value()) << "no exit within 10 s";
   EXPECT_EQ(*exit, 0);
+}
+
+// SIGHUP and SIGUSR1 (a terminal hang-up, a log rotator) and SIGPIPE must not stop the server.
+// Were one not handled, its default action would kill the process as kill() is called (the
+// kernel ends a process at once for an unblocked fatal signal), so the request after them would
+// fail and the exit status below would name the signal.
+TEST_P(HttpServer, HupUsr1AndPipeLeaveTheServerServing) {
+  start();
+  for (int signal : {SIGHUP, SIGUSR1, SIGPIPE, SIGHUP})
+    ASSERT_EQ(::kill(server().pid(), signal), 0);
+  Client c(server().port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.send(get("/plaintext")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  const auto exit = server().stop(SIGTERM, 30s);
+  ASSERT_TRUE(exit.has_value()) << "no exit within 30 s of SIGTERM";
+  EXPECT_EQ(*exit, 0);
+}
+
+// SIGINT (Ctrl-C) and SIGQUIT drain as SIGTERM does: what was sent is answered, then exit 0
+// (SIGQUIT's default action would dump core instead).
+TEST_P(HttpServer, SigintAndSigquitAnswerRequestsInFlightThenExitZero) {
+  for (int signal : {SIGINT, SIGQUIT}) {
+    start();
+    Client c(server().port());
+    ASSERT_TRUE(c.send(get("/plaintext")));
+    ASSERT_EQ(c.read_response().status, 200);  // accepted before the signal
+    ASSERT_TRUE(c.send(get("/json")));
+    const auto exit = server().stop(signal, 30s);
+    EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}") << signal;
+    EXPECT_TRUE(c.closed_by_server()) << signal;
+    ASSERT_TRUE(exit.has_value()) << "no exit within 30 s of signal " << signal;
+    EXPECT_EQ(*exit, 0) << signal;
+  }
 }
 
 TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
@@ -471,14 +658,17 @@ INSTANTIATE_TEST_SUITE_P(Engines, HttpServer, ::testing::ValuesIn(server_variant
                          });
 
 TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
-  for (const char* flags : {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1",
-                            "--max-connections", "--header-timeout-ms -5", "--io-mode threads"}) {
+  for (const char* flags :
+       {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1", "--max-connections",
+        "--header-timeout-ms -5", "--io-mode threads", "--max-headers 0", "--max-headers -1",
+        "--max-headers 1001", "--max-headers many"}) {
     const std::string out = run(std::string(HTTP_SERVER) + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;
   }
   const std::string help = run(std::string(HTTP_SERVER) + " --help; echo \"exit=$?\"");
   EXPECT_NE(help.find("--listen HOST:PORT"), std::string::npos);
+  EXPECT_NE(help.find("--max-headers N"), std::string::npos);
   EXPECT_NE(help.find("exit=0"), std::string::npos);
 }
 

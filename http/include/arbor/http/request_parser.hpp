@@ -6,19 +6,28 @@
 // the same bytes plus whatever came since, and the scan for the end of the head resumes where
 // it stopped (so a head trickling in byte by byte costs O(n), not O(n²)).
 //
-// Strict: one grammar (RFC 9112), no guessing. CRLF line ends only (a bare LF is an error),
-// no obsolete line folding, tokens where tokens belong, no whitespace before a colon, one
-// Content-Length value, Host required in HTTP/1.1, and Content-Length together with
-// Transfer-Encoding rejected (the classic request-smuggling ambiguity). Every error carries
-// the status to answer with; the connection is closed after any error.
+// Strict: one grammar (RFC 9112), no guessing. CRLF line ends only (a bare LF is an error;
+// the one exception is up to kMaxLeadingEmptyLines empty lines, CRLF or bare LF, before a
+// request line, which RFC 9112 §2.2 asks a server to ignore), no obsolete line folding, tokens
+// where tokens belong, no whitespace before a colon, one Content-Length value, Host required in
+// HTTP/1.1, and Content-Length together with Transfer-Encoding rejected (the classic
+// request-smuggling ambiguity). Every error carries the status to answer with; the connection is
+// closed after any error.
 //
 // Bounded: the request line, the whole head, the number of header fields and the declared body
-// size each have a limit, checked as soon as the bytes seen exceed it.
+// size each have a limit, checked as soon as the bytes seen exceed it. The request line is
+// checked byte by byte as it arrives: the first byte that cannot belong to a method (tchar), a
+// request-target (visible ASCII) or "HTTP/d.d" CRLF fails it at once, so garbage (a TLS hello
+// sent to a plaintext port, say) is refused without waiting for a line end or a timeout.
+//
+// Request targets: origin-form ("/path?query") and absolute-form ("http://host/path?query",
+// which RFC 9112 §3.2.2 says a server MUST accept) give path, query and host; asterisk-form
+// and authority-form are passed through as path.
 #pragma once
 
-#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string_view>
 
@@ -27,7 +36,7 @@ namespace arbor::http {
 struct Limits {
   std::size_t max_request_line = 8 * 1024;  // longer: 414
   std::size_t max_head = 16 * 1024;         // request line + header fields; larger: 431
-  std::size_t max_fields = 64;              // more header fields: 431
+  std::size_t max_fields = 100;             // more header fields: 431
   std::uint64_t max_body = 1024 * 1024;     // larger Content-Length: 413
 };
 
@@ -38,7 +47,14 @@ struct Field {
 
 struct Request {
   std::string_view method;
-  std::string_view target;
+  std::string_view target;  // as received
+  // From the target: the path ("/" for an absolute-form target with an empty path; the whole
+  // target for asterisk- and authority-form) and the query (after '?', without it).
+  std::string_view path;
+  std::string_view query;
+  // The authority of an absolute-form target, which then wins over the Host field (RFC 9112
+  // §3.2.2); otherwise the Host field's value (empty if none, as HTTP/1.0 allows).
+  std::string_view host;
   int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
   bool keep_alive = true;
   std::uint64_t content_length = 0;
@@ -52,10 +68,19 @@ class RequestParser {
  public:
   enum class Status { complete, incomplete, error };
 
-  static constexpr std::size_t kMaxFields = 128;
+  /// The most header fields a parser can be asked to hold (the --max-headers bound).
+  static constexpr std::size_t kMaxFields = 1000;
+  /// Empty lines ignored before a request line (RFC 9112 §2.2); one more is a 400.
+  static constexpr std::size_t kMaxLeadingEmptyLines = 8;
 
+  /// Owns room for limits.max_fields fields (one allocation, here; may throw bad_alloc).
   /// Limits outside what the parser can hold (max_fields > kMaxFields, zero sizes) are clamped.
-  explicit RequestParser(Limits limits = {}) noexcept;
+  explicit RequestParser(Limits limits = {});
+  /// Keeps the fields in `storage`, which the caller owns and keeps alive as long as the
+  /// parser and its requests; max_fields is clamped to storage.size(). Allocates nothing.
+  RequestParser(Limits limits, std::span<Field> storage) noexcept;
+  RequestParser(const RequestParser&) = delete;
+  RequestParser& operator=(const RequestParser&) = delete;
 
   /// Parses the request head at the start of `data`. complete: request() and head_size() are
   /// valid. incomplete: call again once more bytes follow these. error: error_status() says
@@ -71,15 +96,25 @@ class RequestParser {
   void reset() noexcept;
 
  private:
+  // Where scan_request_line() is in the request line.
+  enum class LineState : std::uint8_t { empty_lines, empty_cr, method, target, version, cr, lf };
+
   Status fail(int status) noexcept;
+  Status scan_request_line(std::string_view all) noexcept;
   Status parse_request_line(std::string_view line) noexcept;
+  Status split_target() noexcept;
   Status parse_head(std::string_view head) noexcept;
 
   Limits limits_;
   Request request_;
-  std::array<Field, kMaxFields> fields_{};
-  std::size_t scanned_ = 0;   // bytes already searched for the end of the head
+  std::unique_ptr<Field[]> owned_;  // the first constructor's storage
+  std::span<Field> fields_;
+  std::size_t scanned_ = 0;   // bytes already looked at
+  std::size_t start_ = 0;     // where the request line starts, after ignored empty lines
   std::size_t line_end_ = 0;  // end of the request line once found (its '\n' + 1), else 0
+  std::size_t empty_lines_ = 0;
+  std::size_t version_at_ = 0;  // bytes of "HTTP/d.d" seen
+  LineState line_state_ = LineState::empty_lines;
   std::size_t head_size_ = 0;
   int error_ = 0;
 };

@@ -17,6 +17,12 @@
 // write. A request head must arrive in full within header_timeout of its first byte (a client
 // trickling one byte a second is cut off); an idle keep-alive connection is closed after
 // idle_timeout.
+//
+// At max_connections a new connection is admitted by closing the connection that has been
+// idle longest (waiting for its first or next request with nothing of one received: no partial
+// head, no body in progress, no reply being written); only when none is idle is the new one
+// closed at once. The idle connections are an intrusive LRU list (idle_list.hpp), O(1) per
+// read and per eviction.
 #pragma once
 
 #include <atomic>
@@ -31,6 +37,7 @@
 #include <string_view>
 
 #include "arbor/arbor.hpp"
+#include "arbor/http/idle_list.hpp"
 #include "arbor/http/request_parser.hpp"
 
 namespace arbor::http {
@@ -38,7 +45,9 @@ namespace arbor::http {
 struct ServerOptions {
   Address listen = Address::loopback_v4(8080);
   Limits limits;
-  std::size_t max_connections = 10'000;  // more are accepted and closed at once
+  // Beyond it, the longest-idle connection is closed to admit a new one; with none idle, the
+  // new one is accepted and closed at once.
+  std::size_t max_connections = 10'000;
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::string server_name = "arbor";  // at most 256 bytes
@@ -62,8 +71,10 @@ using Handler = std::function<Reply(const Request& request, std::span<char> scra
 
 struct ServerCounters {
   std::uint64_t connections_active = 0;
+  std::uint64_t connections_idle = 0;  // waiting for a request, with nothing of one received
   std::uint64_t connections_total = 0;
-  std::uint64_t connections_rejected = 0;  // over max_connections
+  std::uint64_t connections_rejected = 0;  // over max_connections, none idle to close
+  std::uint64_t connections_evicted = 0;   // idle ones closed to admit a new one
   std::uint64_t requests = 0;
   std::uint64_t parse_errors = 0;  // requests answered with 4xx/5xx by the parser
   std::uint64_t timeouts = 0;      // connections cut off by header_timeout or idle_timeout
@@ -89,6 +100,7 @@ class Server {
   /// then close. Thread-safe; may be called from any thread, more than once.
   void shutdown() noexcept;
 
+  /// A snapshot; takes the connections mutex briefly (for the idle count).
   ServerCounters counters() const noexcept;
 
  private:
@@ -99,6 +111,9 @@ class Server {
   Task<void> sweep();
   void enlist(Watch& w) noexcept;
   void delist(Watch& w) noexcept;
+  void idle(Watch& w) noexcept;
+  void busy(Watch& w) noexcept;
+  bool evict_idle() noexcept;
 
   Runtime& runtime_;
   ServerOptions options_;
@@ -108,11 +123,14 @@ class Server {
   std::atomic<std::uint64_t> active_{0};
   std::atomic<std::uint64_t> total_{0};
   std::atomic<std::uint64_t> rejected_{0};
+  std::atomic<std::uint64_t> evicted_{0};
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> parse_errors_{0};
   std::atomic<std::uint64_t> timeouts_{0};
-  std::mutex connections_mutex_;  // guards the list below and each listed socket's liveness
+  mutable std::mutex
+      connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;
+  IdleList<Watch> idle_;  // a subset of connections_
   std::stop_source sweeper_stop_;
   TaskContext sweeper_context_;
 };
