@@ -12,6 +12,16 @@ namespace {
 
 using Status = RequestParser::Status;
 
+// Parses `text` as it would arrive split at `cut`: the buffer grows one byte at a time up to
+// `cut`, then all at once.
+Status parse_split_at(RequestParser& p, const std::string& text, std::size_t cut) {
+  Status s = Status::incomplete;
+  for (std::size_t n = 1; n <= cut && s == Status::incomplete; ++n)
+    s = p.parse({text.data(), n});
+  if (s == Status::incomplete) s = p.parse({text.data(), text.size()});
+  return s;
+}
+
 // Parses `text` in one go; the error status, or 0 if complete, or -1 if incomplete.
 int outcome(const std::string& text, Limits limits = {}) {
   RequestParser p(limits);
@@ -49,11 +59,7 @@ TEST(RequestParser, EverySplitPointGivesTheSameRequest) {
       "POST /json HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nConnection: close\r\n\r\n";
   for (std::size_t cut = 0; cut <= text.size(); ++cut) {
     RequestParser p;
-    // Grow the buffer one byte at a time up to `cut`, then all at once.
-    Status s = Status::incomplete;
-    for (std::size_t n = 1; n <= cut && s == Status::incomplete; ++n)
-      s = p.parse({text.data(), n});
-    if (s == Status::incomplete) s = p.parse({text.data(), text.size()});
+    const Status s = parse_split_at(p, text, cut);
     ASSERT_EQ(s, Status::complete) << "cut at " << cut;
     EXPECT_EQ(p.request().method, "POST");
     EXPECT_EQ(p.request().content_length, 5u);
@@ -188,10 +194,7 @@ TEST(RequestParser, Rfc9112_2_2_LeadingEmptyLinesAreIgnoredUpToABound) {
     const std::string text = lead + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
     for (std::size_t cut = 0; cut <= text.size(); ++cut) {
       RequestParser p;
-      Status s = Status::incomplete;
-      for (std::size_t n = 1; n <= cut && s == Status::incomplete; ++n)
-        s = p.parse({text.data(), n});
-      if (s == Status::incomplete) s = p.parse({text.data(), text.size()});
+      const Status s = parse_split_at(p, text, cut);
       ASSERT_EQ(s, Status::complete) << "cut at " << cut;
       EXPECT_EQ(p.request().path, "/x");
       EXPECT_EQ(p.head_size(), text.size());  // the empty lines are consumed with the request

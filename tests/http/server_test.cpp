@@ -193,6 +193,17 @@ std::string get(const std::string& path, const std::string& extra = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: test\r\n" + extra + "\r\n";
 }
 
+// Sends `request` on a fresh connection: it must be answered with `status` and "Connection:
+// close", and the server must then close the connection.
+void expect_answered_then_closed(int port, const std::string& request, int status) {
+  Client c(port);
+  ASSERT_TRUE(c.send(request));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, status);
+  EXPECT_EQ(r.field("Connection"), "close");
+  EXPECT_TRUE(c.closed_by_server());
+}
+
 std::string run(const std::string& command) {
   std::string out;
   std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
@@ -306,22 +317,8 @@ TEST_P(HttpServer, ARequestSentByteByByteIsAnswered) {
 
 TEST_P(HttpServer, ConnectionCloseAndHttp10AreHonoured) {
   start();
-  {
-    Client c(server().port());
-    ASSERT_TRUE(c.send(get("/plaintext", "Connection: close\r\n")));
-    const Response r = c.read_response();
-    EXPECT_EQ(r.status, 200);
-    EXPECT_EQ(r.field("Connection"), "close");
-    EXPECT_TRUE(c.closed_by_server());
-  }
-  {
-    Client c(server().port());
-    ASSERT_TRUE(c.send("GET /plaintext HTTP/1.0\r\n\r\n"));
-    const Response r = c.read_response();
-    EXPECT_EQ(r.status, 200);
-    EXPECT_EQ(r.field("Connection"), "close");
-    EXPECT_TRUE(c.closed_by_server());
-  }
+  expect_answered_then_closed(server().port(), get("/plaintext", "Connection: close\r\n"), 200);
+  expect_answered_then_closed(server().port(), "GET /plaintext HTTP/1.0\r\n\r\n", 200);
   {
     Client c(server().port());
     ASSERT_TRUE(c.send("GET /plaintext HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
@@ -405,15 +402,10 @@ TEST_P(HttpServer, Rfc9112_2_2_LeadingEmptyLinesAreIgnored) {
   EXPECT_EQ(c.read_response().body, "Hello, World!");
   EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
   EXPECT_EQ(c.read_response().body, "Hello, World!");
-  Client flood(server().port());
   std::string crlfs;
   for (int i = 0; i < 100; ++i)
     crlfs += "\r\n";
-  ASSERT_TRUE(flood.send(crlfs));
-  const Response r = flood.read_response();
-  EXPECT_EQ(r.status, 400);
-  EXPECT_EQ(r.field("Connection"), "close");
-  EXPECT_TRUE(flood.closed_by_server());
+  expect_answered_then_closed(server().port(), crlfs, 400);  // a flood of them is not
 }
 
 // --max-headers (default 100): curl with 64 -H flags (67 fields with its own) is answered; more
@@ -431,21 +423,19 @@ TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
       extra += "X-" + std::to_string(i) + ": v\r\n";
     return get("/plaintext", extra);
   };
-  {
+  // `limit` fields are answered, one more is a 431 that closes the connection.
+  auto bounded_at = [&](int limit) {
     Client c(server().port());
-    ASSERT_TRUE(c.send(fields(100)));
+    ASSERT_TRUE(c.send(fields(limit)));
     EXPECT_EQ(c.read_response().status, 200);
-    ASSERT_TRUE(c.send(fields(101)));
+    ASSERT_TRUE(c.send(fields(limit + 1)));
     EXPECT_EQ(c.read_response().status, 431);
     EXPECT_TRUE(c.closed_by_server());
-  }
+  };
+  bounded_at(100);
   EXPECT_EQ(server().stop(SIGTERM, 30s), std::optional<int>(0));
   start({"--max-headers", "10"});
-  Client c(server().port());
-  ASSERT_TRUE(c.send(fields(10)));
-  EXPECT_EQ(c.read_response().status, 200);
-  ASSERT_TRUE(c.send(fields(11)));
-  EXPECT_EQ(c.read_response().status, 431);
+  bounded_at(10);
 }
 
 // RFC 9112 §3 / RFC 9110 §5.6.2: a request line is refused at its first byte that cannot belong
@@ -454,14 +444,8 @@ TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
 TEST_P(HttpServer, Rfc9112_3_GarbageRequestLineIsRefusedWithoutALineEnd) {
   start({"--header-timeout-ms", "60000"});
   for (const std::string& garbage : {std::string("\x16\x03\x01\x00\xa5\x01\x00", 7),  // TLS
-                                     std::string("GET /\x01"), std::string("G{ET")}) {
-    Client c(server().port());
-    ASSERT_TRUE(c.send(garbage));
-    const Response r = c.read_response();
-    EXPECT_EQ(r.status, 400);
-    EXPECT_EQ(r.field("Connection"), "close");
-    EXPECT_TRUE(c.closed_by_server());
-  }
+                                     std::string("GET /\x01"), std::string("G{ET")})
+    expect_answered_then_closed(server().port(), garbage, 400);
 }
 
 TEST_P(HttpServer, ASlowClientIsCutOffByTheHeaderTimeout) {
