@@ -209,12 +209,12 @@ void Server::Connection::deadline() noexcept {
   watch_.deadline.store(deadline, std::memory_order_relaxed);
   if (begin_ == end_ && discard_ == 0) {
     idle_ = true;
-    server_.idle(watch_);
+    watch_.idle_since.store(now, std::memory_order_relaxed);
   }
 }
 
 void Server::Connection::busy() noexcept {
-  if (std::exchange(idle_, false)) server_.busy(watch_);
+  if (std::exchange(idle_, false)) watch_.idle_since.store(0, std::memory_order_relaxed);
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {

@@ -22,17 +22,19 @@
 
 namespace arbor::http {
 
-/// What other threads see of a connection. The sweeper and shutdown() touch fd, cut and drained
-/// (and the list links) only under connections_mutex_, and deadline only atomically; the
+/// What other threads see of a connection. The sweeper, the eviction and shutdown() touch fd,
+/// cut and drained (and the list links) only under connections_mutex_, and deadline and
+/// idle_since only atomically; the
 /// Connection that holds this keeps it listed, so alive, until its coroutine ends.
 struct Server::Watch {
   Watch* prev = nullptr;
   Watch* next = nullptr;
-  Watch* idle_prev = nullptr;  // IdleList's links: listed while its read waits with nothing
-  Watch* idle_next = nullptr;  // of a request received
-  bool idle_listed = false;
   io::Handle fd = io::kInvalidHandle;
   std::atomic<std::int64_t> deadline{std::numeric_limits<std::int64_t>::max()};
+  // When its read began waiting with nothing of a request received (io::now_ns()); 0 while a
+  // request is in progress. Relaxed: the eviction only picks a candidate, and a connection
+  // that turns busy as it is picked loses its request as at any keep-alive close.
+  std::atomic<std::int64_t> idle_since{0};
   bool cut = false;      // shut down by the sweeper, or evicted
   bool drained = false;  // reads shut down by shutdown()
 };
@@ -65,7 +67,7 @@ class Server::Connection {
   bool closing() const noexcept { return closing_; }
   bool failed() const noexcept { return failed_; }
   /// Publishes the deadline the sweeper enforces while read() waits and, with nothing of a
-  /// request received, lists the connection as idle: one the server may close for a new one.
+  /// request received, marks the connection idle: one the server may close for a new one.
   void deadline() noexcept;
   /// After read(): no longer idle (unless the read failed: the destructor then delists it).
   void busy() noexcept;
@@ -108,7 +110,7 @@ class Server::Connection {
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close
   bool failed_ = false;   // an error reply: linger before closing
-  bool idle_ = false;     // deadline() listed it as idle (eviction may have unlisted it since)
+  bool idle_ = false;     // deadline() marked it idle
 
   // The reply respond() is placing, kept across the writes it asks for: its head still to go
   // in, or its body handed to write() (spill_), or none.

@@ -50,7 +50,8 @@ ServerCounters Server::counters() const noexcept {
   c.parse_errors = parse_errors_.load(std::memory_order_relaxed);
   c.timeouts = timeouts_.load(std::memory_order_relaxed);
   std::lock_guard guard(connections_mutex_);
-  c.connections_idle = idle_.size();
+  for (const Watch* w = connections_; w != nullptr; w = w->next)
+    if (!w->cut && w->idle_since.load(std::memory_order_relaxed) != 0) ++c.connections_idle;
   return c;
 }
 
@@ -68,7 +69,6 @@ void Server::enlist(Watch& w) noexcept {
 
 void Server::delist(Watch& w) noexcept {
   std::lock_guard guard(connections_mutex_);
-  idle_.remove(w);
   if (w.prev != nullptr)
     w.prev->next = w.next;
   else
@@ -76,22 +76,20 @@ void Server::delist(Watch& w) noexcept {
   if (w.next != nullptr) w.next->prev = w.prev;
 }
 
-void Server::idle(Watch& w) noexcept {
-  std::lock_guard guard(connections_mutex_);
-  if (!w.cut) idle_.push_newest(w);
-}
-
-void Server::busy(Watch& w) noexcept {
-  std::lock_guard guard(connections_mutex_);
-  idle_.remove(w);
-}
-
 // Closes the longest-idle connection: its pending read ends, and its coroutine closes it. A
 // request that reaches it at this very moment is lost, as with any keep-alive close (a client
 // retries it on a fresh connection).
+// A scan, at the limit only: the keep-alive path pays one relaxed store per read for it.
 bool Server::evict_idle() noexcept {
   std::lock_guard guard(connections_mutex_);
-  Watch* w = idle_.pop_oldest();
+  Watch* w = nullptr;
+  std::int64_t oldest = 0;
+  for (Watch* c = connections_; c != nullptr; c = c->next) {
+    const std::int64_t since = c->idle_since.load(std::memory_order_relaxed);
+    if (c->cut || since == 0 || (w != nullptr && since >= oldest)) continue;
+    w = c;
+    oldest = since;
+  }
   if (w == nullptr) return false;
   w->cut = true;  // the sweeper and shutdown() leave it alone now
   evicted_.fetch_add(1, std::memory_order_relaxed);
@@ -155,7 +153,6 @@ Task<void> Server::sweep() {
     for (Watch* c = connections_; c != nullptr; c = c->next) {
       if (c->cut || c->deadline.load(std::memory_order_relaxed) > now) continue;
       c->cut = true;
-      idle_.remove(*c);  // on its way out: no eviction may pick (and count) it
       timeouts_.fetch_add(1, std::memory_order_relaxed);
       (void)io::shutdown(c->fd, io::ShutdownHow::both);  // ends its pending read or write
     }

@@ -21,8 +21,9 @@
 // At max_connections a new connection is admitted by closing the connection that has been
 // idle longest (waiting for its first or next request with nothing of one received: no partial
 // head, no body in progress, no reply being written); only when none is idle is the new one
-// closed at once. The idle connections are an intrusive LRU list (idle_list.hpp), O(1) per
-// read and per eviction.
+// closed at once. A connection marks itself idle with one relaxed store of the time (no lock,
+// no shared counter on the keep-alive path); the eviction scans the connection list, under the
+// mutex the sweeper takes anyway, only at the limit.
 #pragma once
 
 #include <atomic>
@@ -37,7 +38,6 @@
 #include <string_view>
 
 #include "arbor/arbor.hpp"
-#include "arbor/http/idle_list.hpp"
 #include "arbor/http/request_parser.hpp"
 
 namespace arbor::http {
@@ -100,7 +100,7 @@ class Server {
   /// then close. Thread-safe; may be called from any thread, more than once.
   void shutdown() noexcept;
 
-  /// A snapshot; takes the connections mutex briefly (for the idle count).
+  /// A snapshot; takes the connections mutex and walks the connections (for the idle count).
   ServerCounters counters() const noexcept;
 
  private:
@@ -111,8 +111,6 @@ class Server {
   Task<void> sweep();
   void enlist(Watch& w) noexcept;
   void delist(Watch& w) noexcept;
-  void idle(Watch& w) noexcept;
-  void busy(Watch& w) noexcept;
   bool evict_idle() noexcept;
 
   Runtime& runtime_;
@@ -130,7 +128,6 @@ class Server {
   mutable std::mutex
       connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;
-  IdleList<Watch> idle_;  // a subset of connections_
   std::stop_source sweeper_stop_;
   TaskContext sweeper_context_;
 };
