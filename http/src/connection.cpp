@@ -17,8 +17,13 @@ namespace {
 
 constexpr std::size_t kOutCapacity = 16 * 1024;
 constexpr std::size_t kScratchCapacity = 16 * 1024;
-constexpr std::int64_t kLingerNs = 2'000'000'000;  // reading leftovers after an error reply
-constexpr std::size_t kLingerBytes = 1 << 20;
+// Lingering before a close (linger()), after nginx's lingering_close: a client still sending
+// gets kLingerGapNs between reads and kLingerTotalNs in all, and beyond the body it declared,
+// kLingerBytes more are dropped. The time bounds keep a client that never stops from holding
+// the connection; the byte bound keeps a fast one from doing so within them.
+constexpr std::int64_t kLingerGapNs = 2'000'000'000;
+constexpr std::int64_t kLingerTotalNs = 10'000'000'000;
+constexpr std::uint64_t kLingerBytes = 8 << 20;
 
 std::size_t in_capacity(const Limits& limits) noexcept {
   return std::max<std::size_t>(limits.max_head + 1024, 16 * 1024);
@@ -228,14 +233,26 @@ Server::Connection::Read Server::Connection::read() noexcept {
   return Read(stream_, std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_)), end_);
 }
 
+bool Server::Connection::must_linger() const noexcept {
+  // After a reply that closes, the request's unread body (if any) is discard_ bytes, of which
+  // [begin_, end_) are already read: anything else means the client may still be sending.
+  return failed_ || discard_ != end_ - begin_;
+}
+
 Task<void> Server::Connection::linger() {
-  // Closing with unread request bytes makes the kernel send a reset, which can destroy the
-  // error reply before the client reads it. Half-close and read what is left first (bounded
-  // in bytes, and in time by the sweeper).
+  // Closing with unread request bytes makes the kernel send a reset, which destroys the reply
+  // in the client's receive buffer before it reads it (issue 14). So: half-close, which sends
+  // the reply's FIN at once, then read and drop what the client still sends until its EOF,
+  // within the bounds above (the sweeper enforces the deadlines).
+  const std::uint64_t buffered = end_ - begin_;
+  const std::uint64_t budget = kLingerBytes + (discard_ > buffered ? discard_ - buffered : 0);
   (void)stream_.shutdown_write();
-  watch_.deadline.store(io::now_ns() + kLingerNs, std::memory_order_relaxed);
-  std::size_t skipped = 0;
-  while (skipped < kLingerBytes) {
+  const std::int64_t until = io::now_ns() + kLingerTotalNs;
+  std::uint64_t skipped = 0;
+  while (skipped < budget) {
+    const std::int64_t now = io::now_ns();
+    if (now >= until) break;
+    watch_.deadline.store(std::min(until, now + kLingerGapNs), std::memory_order_relaxed);
     auto n = co_await stream_.read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
     if (!n || *n == 0) break;
     skipped += *n;

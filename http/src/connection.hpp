@@ -63,7 +63,6 @@ class Server::Connection {
   Task<Result<void>> write();
   bool has_output() const noexcept { return out_.size > 0; }
   bool closing() const noexcept { return closing_; }
-  bool failed() const noexcept { return failed_; }
   /// Publishes the deadline the sweeper enforces while read() waits and, with nothing of a
   /// request received, lists the connection as idle: one the server may close for a new one.
   void deadline() noexcept;
@@ -72,7 +71,11 @@ class Server::Connection {
   /// Awaiting it reads into the input buffer; false on end of stream or any error.
   class Read;
   Read read() noexcept;
-  /// After an error reply: half-closes, then reads and drops what the client still sends.
+  /// Once closing: true if the client may still be sending (an error reply, or a body or
+  /// requests not read), which a close would answer with a reset that loses the reply.
+  bool must_linger() const noexcept;
+  /// Then: half-closes, and reads and drops what the client still sends, until its EOF or a
+  /// bound in time or bytes.
   Task<void> linger();
 
  private:

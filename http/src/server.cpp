@@ -175,7 +175,7 @@ Task<void> Server::serve(TcpStream stream) {
     if (!co_await c.read()) co_return;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }
-  if (c.failed()) co_await c.linger();
+  if (c.must_linger()) co_await c.linger();
 }
 
 }  // namespace arbor::http
