@@ -91,24 +91,73 @@ Server::Connection::Connection(Server& server, TcpStream& stream)
 }
 
 Server::Connection::~Connection() {
+  server_.give_body_buffer(std::move(body_buffer_));
   server_.delist(watch_);
   server_.active_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Server::Connection::parse() noexcept {
-  if (!closing_) {
+  if (reading_body_) {
+    if (body_have_ == body_want_) {
+      reading_body_ = false;
+      body_ = {body_buffer_.get(), body_want_};
+      return true;  // status_ is still the head's: complete
+    }
+  } else if (!closing_) {
+    // The previous reply is out of the buffers that held its request (a body that went out
+    // straight from there was written before this call), so the body buffer can go back.
+    if (body_buffer_ != nullptr) server_.give_body_buffer(std::move(body_buffer_));
     const std::size_t skipped =
         static_cast<std::size_t>(std::min<std::uint64_t>(discard_, end_ - begin_));
     begin_ += skipped;
     discard_ -= skipped;
-    if (discard_ == 0 && begin_ < end_) {
+    if (discard_ == 0 && begin_ < end_ && end_ - begin_ >= need_) {
       status_ = parser_.parse({in_ + begin_, end_ - begin_});
-      if (status_ != RequestParser::Status::incomplete) return true;
+      if (status_ == RequestParser::Status::complete && take_body()) return true;
+      if (status_ == RequestParser::Status::error) {
+        error_status_ = parser_.error_status();
+        return true;
+      }
     }
   }
   // Counted per batch: one shared atomic add per read, not one per pipelined request.
   if (answered_ > 0)
     server_.requests_.fetch_add(std::exchange(answered_, 0), std::memory_order_relaxed);
+  return false;
+}
+
+// After a complete head: true if its body is all here (body_ then views it, in the input buffer);
+// false if the batch is over until more is read (need_, or the body buffer, says how much). A
+// body no body buffer can take turns the request into a 503.
+bool Server::Connection::take_body() noexcept {
+  const Request& request = parser_.request();
+  const std::size_t head = parser_.head_size();
+  // Within max_body, which the parser enforced; the buffers below are sized by it too.
+  const auto length = static_cast<std::size_t>(request.content_length);
+  need_ = 0;
+  if (length <= end_ - begin_ - head) {
+    body_ = {in_ + begin_ + head, length};
+    return true;
+  }
+  if (head + length <= in_capacity_) {  // fits: wait for it, then parse the head again
+    need_ = head + length;
+    parser_.reset();
+    status_ = RequestParser::Status::incomplete;
+    return false;
+  }
+  body_buffer_ = server_.take_body_buffer();
+  if (body_buffer_ == nullptr) {
+    status_ = RequestParser::Status::error;
+    error_status_ = 503;
+    discard_ = length;  // what linger() may expect beyond the bytes already read
+    return true;
+  }
+  // The head stays where it is (read() leaves it alone now); what came of the body moves over.
+  body_have_ = end_ - begin_ - head;
+  body_want_ = length;
+  std::memcpy(body_buffer_.get(), in_ + begin_ + head, body_have_);
+  end_ = begin_ + head;
+  reading_body_ = true;
   return false;
 }
 
@@ -144,7 +193,7 @@ void Server::Connection::answer() {
   if (status_ == RequestParser::Status::error) {
     server_.parse_errors_.fetch_add(1, std::memory_order_relaxed);
     reply_ = {};
-    reply_.status = parser_.error_status();
+    reply_.status = error_status_;
     reply_.body = reason_phrase(reply_.status);
     closing_ = failed_ = true;
   } else {
@@ -152,13 +201,17 @@ void Server::Connection::answer() {
     keep_alive_ = request.keep_alive;
     version_minor_ = request.version_minor;
     head_only = request.method == "HEAD";
+    Request whole = request;
+    whole.body = body_;
     try {
-      reply_ = server_.handler_(request, scratch_);
+      reply_ = server_.handler_(whole, scratch_);
     } catch (...) {  // a handler bug costs its request, not the connection's neighbours
       reply_ = internal_error();
     }
-    begin_ += parser_.head_size();
-    discard_ = request.content_length;
+    // The body went with the request: in the input buffer, right after the head, or (then
+    // end_ already stops at the head) in the body buffer.
+    begin_ = std::min(end_, begin_ + parser_.head_size() + body_.size());
+    body_ = {};
     request_started_ = 0;
     closing_ = !keep_alive_;
     parser_.reset();
@@ -207,7 +260,9 @@ Task<Result<void>> Server::Connection::write() {
 void Server::Connection::deadline() noexcept {
   const std::int64_t now = io::now_ns();
   std::int64_t deadline = now + server_.options_.idle_timeout.count() * 1'000'000;
-  if (discard_ == 0 && begin_ < end_) {  // part of a head: due header_timeout after its start
+  // Part of a head: due header_timeout after its start. A body being read has idle_timeout
+  // between reads instead, as nginx's client_body_timeout.
+  if (discard_ == 0 && begin_ < end_ && need_ == 0 && !reading_body_) {
     if (request_started_ == 0) request_started_ = now;
     deadline = request_started_ + server_.options_.header_timeout.count() * 1'000'000;
   }
@@ -223,6 +278,11 @@ void Server::Connection::busy() noexcept {
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {
+  if (reading_body_)  // no more than the body: what follows it is the next request's
+    return Read(
+        stream_,
+        std::as_writable_bytes(std::span(body_buffer_.get() + body_have_, body_want_ - body_have_)),
+        body_have_);
   if (begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0) {

@@ -52,8 +52,10 @@ class Server::Connection {
   /// False if the buffers could not be allocated: the connection just closes.
   bool ok() const noexcept { return memory_ != nullptr; }
 
-  /// True with a request (or a parse error) for respond(); false once this read's batch is
-  /// over (closing, or nothing complete left), which is when its answers are counted.
+  /// True with a request, its body whole (or a parse error), for respond(); false once this
+  /// read's batch is over (closing, or nothing complete left), which is when its answers are
+  /// counted. A body that does not fit in the input buffer is read into a body buffer taken
+  /// from the server (and handed back at the next parse() or the end).
   bool parse() noexcept;
   /// Puts the reply into the output buffer. False when the output has to be written first;
   /// call again after write(), which carries on with the same reply.
@@ -68,7 +70,8 @@ class Server::Connection {
   void deadline() noexcept;
   /// After read(): no longer idle (unless the read failed: the destructor then delists it).
   void busy() noexcept;
-  /// Awaiting it reads into the input buffer; false on end of stream or any error.
+  /// Awaiting it reads into the input buffer (or the body buffer, while a body goes there);
+  /// false on end of stream or any error.
   class Read;
   Read read() noexcept;
   /// Once closing: true if the client may still be sending (an error reply, or a body or
@@ -90,6 +93,7 @@ class Server::Connection {
     void put_number(std::uint64_t n) noexcept;
   };
 
+  bool take_body() noexcept;
   void answer();
   void put_head() noexcept;
 
@@ -105,8 +109,18 @@ class Server::Connection {
   const std::span<char> scratch_;
   RequestParser parser_;
 
-  std::size_t begin_ = 0, end_ = 0;   // the unconsumed input
-  std::uint64_t discard_ = 0;         // body bytes still to skip
+  std::size_t begin_ = 0, end_ = 0;  // the unconsumed input
+  std::uint64_t discard_ = 0;        // body bytes still to skip
+  // A head whose body is still coming: once need_ bytes from begin_ are in, it is parsed again
+  // (its views would not survive read()'s compaction), body and all. 0: none.
+  std::size_t need_ = 0;
+  // A body too large for the input buffer: its head stays at [begin_, end_), untouched, while
+  // the body is read into body_buffer_ (body_have_ of body_want_ bytes so far).
+  std::unique_ptr<char[]> body_buffer_;
+  std::size_t body_have_ = 0, body_want_ = 0;
+  bool reading_body_ = false;
+  std::string_view body_;             // the current request's
+  int error_status_ = 0;              // of the current error reply
   std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close

@@ -391,6 +391,70 @@ TEST_P(HttpServer, Issue14_AClosingReplyIsNotLostToAnUnreadBody) {
   }
 }
 
+std::string post(const std::string& path, const std::string& body, const std::string& extra = "") {
+  return "POST " + path + " HTTP/1.1\r\nHost: test\r\n" + extra +
+         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+// A body of `n` bytes in a pattern that does not repeat with a short period, so a lost or
+// moved byte shows.
+std::string pattern(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i)
+    s[i] = static_cast<char>('a' + (i % 251 + i / 251) % 26);
+  return s;
+}
+
+TEST_P(HttpServer, PostEchoGetsTheWholeBodyAndPipelinedRequestsFollowIt) {
+  start();
+  Client c(server().port());
+  // Small bodies, in the input buffer, pipelined with what follows them; an empty one.
+  ASSERT_TRUE(c.send(post("/echo", "hello") + post("/echo", "") + get("/plaintext")));
+  Response r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.field("Content-Type"), "application/octet-stream");
+  EXPECT_EQ(r.body, "hello");
+  r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "");
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  // A body split from its head and in two (the server cannot answer before the last part).
+  const std::string split = post("/echo", pattern(5000));
+  ASSERT_TRUE(c.send(split.substr(0, 30)));
+  ASSERT_TRUE(c.send(split.substr(30, 2000)));
+  ASSERT_TRUE(c.send(split.substr(2030)));
+  EXPECT_EQ(c.read_response().body, pattern(5000));
+  // Bodies too large for the input buffer (a shared body buffer), at and below --max-body,
+  // with a request right behind them in the same send.
+  for (std::size_t n : {std::size_t{1} << 20, std::size_t{300'000}, std::size_t{16'385}}) {
+    ASSERT_TRUE(c.send(post("/echo", pattern(n)) + get("/json")));
+    r = c.read_response();
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(r.body.size(), n);
+    EXPECT_TRUE(r.body == pattern(n)) << n;
+    EXPECT_EQ(c.read_response().status, 200) << "the request after the " << n << "-byte body";
+  }
+  // Only POST.
+  ASSERT_TRUE(c.send(get("/echo")));
+  r = c.read_response();
+  EXPECT_EQ(r.status, 405);
+  EXPECT_EQ(r.field("Allow"), "POST");
+}
+
+TEST_P(HttpServer, ABodyNoBodyBufferCanTakeGets503AndTheReplyArrives) {
+  start({"--body-buffers", "0"});
+  // Within the input buffer: still served.
+  {
+    Client c(server().port());
+    ASSERT_TRUE(c.send(post("/echo", pattern(1000))));
+    EXPECT_EQ(c.read_response().body, pattern(1000));
+  }
+  // Beyond it: 503, the connection closes, and the unread body costs no reset.
+  expect_reply_survives_unread_body(
+      server().port(), "POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n", 100'000,
+      503);
+}
+
 TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   start({"--max-body", "1000"});
   const std::string big_line = "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -696,7 +760,8 @@ TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
   for (const char* flags :
        {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1", "--max-connections",
         "--header-timeout-ms -5", "--io-mode threads", "--max-headers 0", "--max-headers -1",
-        "--max-headers 1001", "--max-headers many"}) {
+        "--max-headers 1001", "--max-headers many", "--max-body 1073741825", "--max-body -1",
+        "--body-buffers -1", "--body-buffers 1048577", "--body-buffers x"}) {
     const std::string out = run(std::string(HTTP_SERVER) + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;

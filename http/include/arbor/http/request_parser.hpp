@@ -59,6 +59,9 @@ struct Request {
   bool keep_alive = true;
   std::uint64_t content_length = 0;
   std::span<const Field> fields;
+  // The whole Content-Length body. The parser leaves it empty; the server reads the body in
+  // full (at most Limits::max_body) and sets it before the handler runs.
+  std::string_view body;
 
   /// The first field called `name` (case-insensitive), or an empty view.
   std::string_view field(std::string_view name) const noexcept;
