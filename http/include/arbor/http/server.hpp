@@ -7,7 +7,9 @@
 //   co_await (*server)->run();          // until shutdown()
 //
 // Per connection: one buffer for requests, one for responses, allocated when the connection
-// starts; nothing is allocated per request. Every complete request in a read is answered in
+// starts; nothing is allocated per request. A request body is read whole before the handler
+// runs (Request::body): in the request buffer if it fits there with its head, else in one of
+// ServerOptions::body_buffers buffers the server shares among its connections. Every complete request in a read is answered in
 // order, and the responses to one read go out in one write. After an error response (400, 413,
 // 414, 431, 501, 505) or a "Connection: close" the connection closes once the response is out.
 //
