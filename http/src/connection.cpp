@@ -98,7 +98,9 @@ Server::Connection::~Connection() {
 
 bool Server::Connection::parse() noexcept {
   if (reading_body_) {
-    if (body_have_ == body_want_) {
+    if (chunked_) {
+      if (decode_chunked()) return true;
+    } else if (body_have_ == body_want_) {
       reading_body_ = false;
       body_ = {body_buffer_.get(), body_want_};
       return true;  // status_ is still the head's: complete
@@ -135,8 +137,22 @@ bool Server::Connection::take_body() noexcept {
   // Within max_body, which the parser enforced; the buffers below are sized by it too.
   const auto length = static_cast<std::size_t>(request.content_length);
   need_ = 0;
+  body_in_input_ = 0;
+  chunked_ = request.chunked;
+  if (chunked_) {  // its size is unknown: always a body buffer (--max-body bounds it)
+    body_buffer_ = server_.take_body_buffer();
+    if (body_buffer_ == nullptr) {
+      status_ = RequestParser::Status::error;
+      error_status_ = 503;
+      return true;
+    }
+    decoder_.reset({body_buffer_.get(), static_cast<std::size_t>(parser_.limits().max_body)},
+                   parser_.limits().max_head);
+    return decode_chunked();
+  }
   if (length <= end_ - begin_ - head) {
     body_ = {in_ + begin_ + head, length};
+    body_in_input_ = length;
     return true;
   }
   if (head + length <= in_capacity_) {  // fits: wait for it, then parse the head again
@@ -159,6 +175,38 @@ bool Server::Connection::take_body() noexcept {
   end_ = begin_ + head;
   reading_body_ = true;
   return false;
+}
+
+// Feeds the decoder what follows the head in the input buffer. True once the body is whole
+// (what came after it then moves up behind the head) or malformed (status_ is then an error).
+bool Server::Connection::decode_chunked() noexcept {
+  std::size_t from = begin_ + parser_.head_size();
+  std::size_t used = 0;
+  const auto s = decoder_.decode({in_ + from, end_ - from}, used);
+  if (s == ChunkedDecoder::Status::incomplete) {
+    if (begin_ > 0) {
+      // Move the head to the start of the buffer, for room to read behind it, and parse it
+      // again there (its views move with it; the same bytes parse the same way).
+      std::memmove(in_, in_ + begin_, from - begin_);
+      from -= begin_;
+      begin_ = 0;
+      parser_.reset();
+      status_ = parser_.parse({in_, from});
+    }
+    end_ = from;  // all of it decoded: the next read goes right behind the head
+    reading_body_ = true;
+    return false;
+  }
+  reading_body_ = false;
+  if (s == ChunkedDecoder::Status::error) {
+    status_ = RequestParser::Status::error;
+    error_status_ = decoder_.error_status();
+    return true;
+  }
+  std::memmove(in_ + from, in_ + from + used, end_ - from - used);
+  end_ -= used;
+  body_ = {body_buffer_.get(), decoder_.size()};
+  return true;
 }
 
 bool Server::Connection::respond() {
@@ -210,7 +258,7 @@ void Server::Connection::answer() {
     }
     // The body went with the request: in the input buffer, right after the head, or (then
     // end_ already stops at the head) in the body buffer.
-    begin_ = std::min(end_, begin_ + parser_.head_size() + body_.size());
+    begin_ += parser_.head_size() + body_in_input_;
     body_ = {};
     request_started_ = 0;
     closing_ = !keep_alive_;
@@ -278,12 +326,14 @@ void Server::Connection::busy() noexcept {
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {
-  if (reading_body_)  // no more than the body: what follows it is the next request's
+  if (reading_body_ && !chunked_)  // no more than the body: what follows is the next request's
     return Read(
         stream_,
         std::as_writable_bytes(std::span(body_buffer_.get() + body_have_, body_want_ - body_have_)),
         body_have_);
-  if (begin_ == end_) {
+  if (reading_body_) {
+    // Chunked: the head is at the start (decode_chunked() put it there) and must stay.
+  } else if (begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0) {
     std::memmove(in_, in_ + begin_, end_ - begin_);

@@ -94,6 +94,7 @@ class Server::Connection {
   };
 
   bool take_body() noexcept;
+  bool decode_chunked() noexcept;
   void answer();
   void put_head() noexcept;
 
@@ -119,7 +120,12 @@ class Server::Connection {
   std::unique_ptr<char[]> body_buffer_;
   std::size_t body_have_ = 0, body_want_ = 0;
   bool reading_body_ = false;
+  // A chunked body: decoded into body_buffer_ as it arrives, which is read into the input
+  // buffer right behind the head (at the start of the buffer, so there is room).
+  bool chunked_ = false;
+  ChunkedDecoder decoder_;
   std::string_view body_;             // the current request's
+  std::size_t body_in_input_ = 0;     // how much of the input, after the head, body_ used
   int error_status_ = 0;              // of the current error reply
   std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
   RequestParser::Status status_ = RequestParser::Status::incomplete;

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -441,6 +442,44 @@ TEST_P(HttpServer, PostEchoGetsTheWholeBodyAndPipelinedRequestsFollowIt) {
   EXPECT_EQ(r.field("Allow"), "POST");
 }
 
+// `body` in chunks of at most `size` bytes, then the last chunk and a trailer.
+std::string chunked(const std::string& body, std::size_t size) {
+  std::string out;
+  char line[32];
+  for (std::size_t at = 0; at < body.size(); at += size) {
+    const std::size_t n = std::min(size, body.size() - at);
+    std::snprintf(line, sizeof line, "%zx;ext=1\r\n", n);
+    out += line + body.substr(at, n) + "\r\n";
+  }
+  return out + "0\r\nTrailer: t\r\n\r\n";
+}
+
+TEST_P(HttpServer, ChunkedBodiesAreDecodedForTheHandler) {
+  start();
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n";
+  Client c(server().port());
+  // Behind another request in the same send (the head is not at the buffer's start), with a
+  // request right behind it.
+  ASSERT_TRUE(c.send(get("/plaintext") + head + chunked("hello world", 5) + get("/json")));
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  Response r = c.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, "hello world");
+  EXPECT_EQ(c.read_response().status, 200);
+  // Large, in many chunks and reads, split from its head.
+  const std::string body = pattern(300'000);
+  const std::string all = head + chunked(body, 4000) + get("/plaintext");
+  ASSERT_TRUE(c.send(all.substr(0, 20)));
+  ASSERT_TRUE(c.send(all.substr(20)));
+  r = c.read_response();
+  EXPECT_EQ(r.body.size(), body.size());
+  EXPECT_TRUE(r.body == body);
+  EXPECT_EQ(c.read_response().body, "Hello, World!");
+  // Over --max-body in all: 413, and the reply arrives.
+  expect_reply_survives_unread_body(server().port(), head + chunked(pattern((1 << 20) + 1), 65536),
+                                    0, 413);
+}
+
 TEST_P(HttpServer, ABodyNoBodyBufferCanTakeGets503AndTheReplyArrives) {
   start({"--body-buffers", "0"});
   // Within the input buffer: still served.
@@ -471,7 +510,9 @@ TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
       {big_line, 414},
       {big_head, 431},
       {"POST /json HTTP/1.1\r\nHost: h\r\nContent-Length: 1001\r\n\r\n", 413},
-      {"POST /json HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n", 501},
+      {"POST /json HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n", 501},
+      {"POST /json HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n5x\r\n", 400},
+      {"POST /json HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3e9\r\n", 413},
       {"GET / HTTP/3.0\r\nHost: h\r\n\r\n", 505},
   };
   for (const auto& k : cases) {

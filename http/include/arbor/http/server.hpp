@@ -9,9 +9,10 @@
 // Per connection: one buffer for requests, one for responses, allocated when the connection
 // starts; nothing is allocated per request. A request body is read whole before the handler
 // runs (Request::body): in the request buffer if it fits there with its head, else in one of
-// ServerOptions::body_buffers buffers the server shares among its connections. Every complete request in a read is answered in
-// order, and the responses to one read go out in one write. After an error response (400, 413,
-// 414, 431, 501, 505) or a "Connection: close" the connection closes once the response is out.
+// ServerOptions::body_buffers buffers the server shares among its connections. Every complete
+// request in a read is answered in order, and the responses to one read go out in one write. After
+// an error response (400, 413, 414, 431, 501, 505) or a "Connection: close" the connection closes
+// once the response is out.
 //
 // Timeouts are enforced by one sweeper task per server rather than a timer per read: each
 // connection publishes its deadline (a relaxed atomic store per read), and the sweeper shuts
