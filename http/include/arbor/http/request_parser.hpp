@@ -10,9 +10,10 @@
 // the one exception is up to kMaxLeadingEmptyLines empty lines, CRLF or bare LF, before a
 // request line, which RFC 9112 §2.2 asks a server to ignore), no obsolete line folding, tokens
 // where tokens belong, no whitespace before a colon, one Content-Length value, Host required in
-// HTTP/1.1, and Content-Length together with Transfer-Encoding rejected (the classic
-// request-smuggling ambiguity). Every error carries the status to answer with; the connection is
-// closed after any error.
+// HTTP/1.1, Transfer-Encoding only as "chunked" alone (Request::chunked; the body is then
+// ChunkedDecoder's, below), and Content-Length together with Transfer-Encoding rejected (the
+// classic request-smuggling ambiguity). Every error carries the status to answer with; the
+// connection is closed after any error.
 //
 // Bounded: the request line, the whole head, the number of header fields and the declared body
 // size each have a limit, checked as soon as the bytes seen exceed it. The request line is
