@@ -21,7 +21,8 @@ bool number(std::string_view text, T& out, T lo, T hi) {
 const char* usage() noexcept {
   return R"(usage: http_server [flags]
 
-Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.1.
+Serves GET /plaintext, GET /json, GET /metrics (Prometheus text) and POST /echo (the
+request body back) over HTTP/1.1.
 
   --listen HOST:PORT         address to listen on (default 127.0.0.1:8080; port 0 = any)
   --workers N                scheduler worker threads (default: one per CPU)
@@ -37,7 +38,10 @@ Serves GET /plaintext, GET /json and GET /metrics (Prometheus text) over HTTP/1.
   --max-head BYTES           request line + headers (default 16384; larger: 431)
   --max-request-line BYTES   (default 8192; longer: 414)
   --max-headers N            header fields per request (default 100, at most 1000; more: 431)
-  --max-body BYTES           largest request body read and discarded (default 1048576; 413)
+  --max-body BYTES           largest request body (default 1048576; larger: 413)
+  --body-buffers N           bodies too large for a connection's input buffer are read into
+                             one of at most N shared buffers of --max-body bytes (default 64;
+                             none free: 503)
   --shutdown-timeout-ms MS   on SIGINT/SIGTERM/SIGQUIT, how long in-flight requests may take
                              (default 5000)
   --help                     this text
@@ -110,8 +114,12 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
                                http::RequestParser::kMaxFields))
         return bad + " (1.." + std::to_string(http::RequestParser::kMaxFields) + ")";
     } else if (flag == "--max-body") {
-      if (!number<std::uint64_t>(value, f.server.limits.max_body, 0, std::uint64_t{1} << 40))
-        return bad + " (0..2^40)";
+      // Bodies are held whole (--body-buffers of this size), so the bound is a memory one.
+      if (!number<std::uint64_t>(value, f.server.limits.max_body, 0, std::uint64_t{1} << 30))
+        return bad + " (0..1073741824)";
+    } else if (flag == "--body-buffers") {
+      if (!number<std::size_t>(value, f.server.body_buffers, 0, 1 << 20))
+        return bad + " (0..1048576)";
     } else {
       return "unknown flag " + flag + " (see --help)";
     }

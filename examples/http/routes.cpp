@@ -10,6 +10,7 @@ namespace arbor::example {
 namespace {
 
 constexpr std::string_view kAllow = "GET, HEAD";
+constexpr std::string_view kAllowEcho = "POST";
 
 // A rapidjson output stream over a fixed span: no allocation; overflow truncates (and is
 // reported by size() == capacity, which the callers' spans make impossible for these bodies).
@@ -51,13 +52,27 @@ http::Reply Routes::operator()(const http::Request& request, std::span<char> scr
     plaintext,
     json,
     metrics_page,
+    echo,
     unknown
   } route = path == "/plaintext" ? plaintext
             : path == "/json"    ? json
             : path == "/metrics" ? metrics_page
+            : path == "/echo"    ? echo
                                  : unknown;
   if (route == unknown)
     return {.status = 404, .content_type = "text/plain", .body = "Not Found", .allow = {}};
+  if (route == echo) {
+    // The request body, as it came: the server keeps it alive until this reply is sent.
+    if (request.method != "POST")
+      return {.status = 405,
+              .content_type = "text/plain",
+              .body = "Method Not Allowed",
+              .allow = kAllowEcho};
+    return {.status = 200,
+            .content_type = "application/octet-stream",
+            .body = request.body,
+            .allow = {}};
+  }
   if (request.method != "GET" && request.method != "HEAD")
     return {
         .status = 405, .content_type = "text/plain", .body = "Method Not Allowed", .allow = kAllow};

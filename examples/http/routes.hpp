@@ -1,5 +1,6 @@
-// The example server's three endpoints: /plaintext, /json (rapidjson, per request) and
-// /metrics (Prometheus text: scheduler, event pool, frame pool, engine and server counters).
+// The example server's endpoints: /plaintext, /json (rapidjson, per request), /metrics
+// (Prometheus text: scheduler, event pool, frame pool, engine and server counters) and /echo
+// (POST: the request body back).
 #pragma once
 
 #include <atomic>

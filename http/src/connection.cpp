@@ -17,8 +17,13 @@ namespace {
 
 constexpr std::size_t kOutCapacity = 16 * 1024;
 constexpr std::size_t kScratchCapacity = 16 * 1024;
-constexpr std::int64_t kLingerNs = 2'000'000'000;  // reading leftovers after an error reply
-constexpr std::size_t kLingerBytes = 1 << 20;
+// Lingering before a close (linger()), after nginx's lingering_close: a client still sending
+// gets kLingerGapNs between reads and kLingerTotalNs in all, and beyond the body it declared,
+// kLingerBytes more are dropped. The time bounds keep a client that never stops from holding
+// the connection; the byte bound keeps a fast one from doing so within them.
+constexpr std::int64_t kLingerGapNs = 2'000'000'000;
+constexpr std::int64_t kLingerTotalNs = 10'000'000'000;
+constexpr std::uint64_t kLingerBytes = 8 << 20;
 
 std::size_t in_capacity(const Limits& limits) noexcept {
   return std::max<std::size_t>(limits.max_head + 1024, 16 * 1024);
@@ -86,25 +91,122 @@ Server::Connection::Connection(Server& server, TcpStream& stream)
 }
 
 Server::Connection::~Connection() {
+  server_.give_body_buffer(std::move(body_buffer_));
   server_.delist(watch_);
   server_.active_.fetch_sub(1, std::memory_order_release);
 }
 
 bool Server::Connection::parse() noexcept {
-  if (!closing_) {
+  if (reading_body_) {
+    if (chunked_) {
+      if (decode_chunked()) return true;
+    } else if (body_have_ == body_want_) {
+      reading_body_ = false;
+      body_ = {body_buffer_.get(), body_want_};
+      return true;  // status_ is still the head's: complete
+    }
+  } else if (!closing_) {
+    // The previous reply is out of the buffers that held its request (a body that went out
+    // straight from there was written before this call), so the body buffer can go back.
+    if (body_buffer_ != nullptr) server_.give_body_buffer(std::move(body_buffer_));
     const std::size_t skipped =
         static_cast<std::size_t>(std::min<std::uint64_t>(discard_, end_ - begin_));
     begin_ += skipped;
     discard_ -= skipped;
-    if (discard_ == 0 && begin_ < end_) {
+    if (discard_ == 0 && begin_ < end_ && end_ - begin_ >= need_) {
       status_ = parser_.parse({in_ + begin_, end_ - begin_});
-      if (status_ != RequestParser::Status::incomplete) return true;
+      if (status_ == RequestParser::Status::complete && take_body()) return true;
+      if (status_ == RequestParser::Status::error) {
+        error_status_ = parser_.error_status();
+        return true;
+      }
     }
   }
   // Counted per batch: one shared atomic add per read, not one per pipelined request.
   if (answered_ > 0)
     server_.requests_.fetch_add(std::exchange(answered_, 0), std::memory_order_relaxed);
   return false;
+}
+
+// After a complete head: true if its body is all here (body_ then views it, in the input buffer);
+// false if the batch is over until more is read (need_, or the body buffer, says how much). A
+// body no body buffer can take turns the request into a 503.
+bool Server::Connection::take_body() noexcept {
+  const Request& request = parser_.request();
+  const std::size_t head = parser_.head_size();
+  // Within max_body, which the parser enforced; the buffers below are sized by it too.
+  const auto length = static_cast<std::size_t>(request.content_length);
+  need_ = 0;
+  body_in_input_ = 0;
+  chunked_ = request.chunked;
+  if (chunked_) {  // its size is unknown: always a body buffer (--max-body bounds it)
+    body_buffer_ = server_.take_body_buffer();
+    if (body_buffer_ == nullptr) {
+      status_ = RequestParser::Status::error;
+      error_status_ = 503;
+      return true;
+    }
+    decoder_.reset({body_buffer_.get(), static_cast<std::size_t>(parser_.limits().max_body)},
+                   parser_.limits().max_head);
+    return decode_chunked();
+  }
+  if (length <= end_ - begin_ - head) {
+    body_ = {in_ + begin_ + head, length};
+    body_in_input_ = length;
+    return true;
+  }
+  if (head + length <= in_capacity_) {  // fits: wait for it, then parse the head again
+    need_ = head + length;
+    parser_.reset();
+    status_ = RequestParser::Status::incomplete;
+    return false;
+  }
+  body_buffer_ = server_.take_body_buffer();
+  if (body_buffer_ == nullptr) {
+    status_ = RequestParser::Status::error;
+    error_status_ = 503;
+    discard_ = length;  // what linger() may expect beyond the bytes already read
+    return true;
+  }
+  // The head stays where it is (read() leaves it alone now); what came of the body moves over.
+  body_have_ = end_ - begin_ - head;
+  body_want_ = length;
+  std::memcpy(body_buffer_.get(), in_ + begin_ + head, body_have_);
+  end_ = begin_ + head;
+  reading_body_ = true;
+  return false;
+}
+
+// Feeds the decoder what follows the head in the input buffer. True once the body is whole
+// (what came after it then moves up behind the head) or malformed (status_ is then an error).
+bool Server::Connection::decode_chunked() noexcept {
+  std::size_t from = begin_ + parser_.head_size();
+  std::size_t used = 0;
+  const auto s = decoder_.decode({in_ + from, end_ - from}, used);
+  if (s == ChunkedDecoder::Status::incomplete) {
+    if (begin_ > 0) {
+      // Move the head to the start of the buffer, for room to read behind it, and parse it
+      // again there (its views move with it; the same bytes parse the same way).
+      std::memmove(in_, in_ + begin_, from - begin_);
+      from -= begin_;
+      begin_ = 0;
+      parser_.reset();
+      status_ = parser_.parse({in_, from});
+    }
+    end_ = from;  // all of it decoded: the next read goes right behind the head
+    reading_body_ = true;
+    return false;
+  }
+  reading_body_ = false;
+  if (s == ChunkedDecoder::Status::error) {
+    status_ = RequestParser::Status::error;
+    error_status_ = decoder_.error_status();
+    return true;
+  }
+  std::memmove(in_ + from, in_ + from + used, end_ - from - used);
+  end_ -= used;
+  body_ = {body_buffer_.get(), decoder_.size()};
+  return true;
 }
 
 bool Server::Connection::respond() {
@@ -139,7 +241,7 @@ void Server::Connection::answer() {
   if (status_ == RequestParser::Status::error) {
     server_.parse_errors_.fetch_add(1, std::memory_order_relaxed);
     reply_ = {};
-    reply_.status = parser_.error_status();
+    reply_.status = error_status_;
     reply_.body = reason_phrase(reply_.status);
     closing_ = failed_ = true;
   } else {
@@ -147,13 +249,17 @@ void Server::Connection::answer() {
     keep_alive_ = request.keep_alive;
     version_minor_ = request.version_minor;
     head_only = request.method == "HEAD";
+    Request whole = request;
+    whole.body = body_;
     try {
-      reply_ = server_.handler_(request, scratch_);
+      reply_ = server_.handler_(whole, scratch_);
     } catch (...) {  // a handler bug costs its request, not the connection's neighbours
       reply_ = internal_error();
     }
-    begin_ += parser_.head_size();
-    discard_ = request.content_length;
+    // The body went with the request: in the input buffer, right after the head, or (then
+    // end_ already stops at the head) in the body buffer.
+    begin_ += parser_.head_size() + body_in_input_;
+    body_ = {};
     request_started_ = 0;
     closing_ = !keep_alive_;
     parser_.reset();
@@ -202,7 +308,9 @@ Task<Result<void>> Server::Connection::write() {
 void Server::Connection::deadline() noexcept {
   const std::int64_t now = io::now_ns();
   std::int64_t deadline = now + server_.options_.idle_timeout.count() * 1'000'000;
-  if (discard_ == 0 && begin_ < end_) {  // part of a head: due header_timeout after its start
+  // Part of a head: due header_timeout after its start. A body being read has idle_timeout
+  // between reads instead, as nginx's client_body_timeout.
+  if (discard_ == 0 && begin_ < end_ && need_ == 0 && !reading_body_) {
     if (request_started_ == 0) request_started_ = now;
     deadline = request_started_ + server_.options_.header_timeout.count() * 1'000'000;
   }
@@ -218,7 +326,14 @@ void Server::Connection::busy() noexcept {
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {
-  if (begin_ == end_) {
+  if (reading_body_ && !chunked_)  // no more than the body: what follows is the next request's
+    return Read(
+        stream_,
+        std::as_writable_bytes(std::span(body_buffer_.get() + body_have_, body_want_ - body_have_)),
+        body_have_);
+  if (reading_body_) {
+    // Chunked: the head is at the start (decode_chunked() put it there) and must stay.
+  } else if (begin_ == end_) {
     begin_ = end_ = 0;
   } else if (begin_ > 0) {
     std::memmove(in_, in_ + begin_, end_ - begin_);
@@ -228,14 +343,26 @@ Server::Connection::Read Server::Connection::read() noexcept {
   return Read(stream_, std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_)), end_);
 }
 
+bool Server::Connection::must_linger() const noexcept {
+  // After a reply that closes, the request's unread body (if any) is discard_ bytes, of which
+  // [begin_, end_) are already read: anything else means the client may still be sending.
+  return failed_ || discard_ != end_ - begin_;
+}
+
 Task<void> Server::Connection::linger() {
-  // Closing with unread request bytes makes the kernel send a reset, which can destroy the
-  // error reply before the client reads it. Half-close and read what is left first (bounded
-  // in bytes, and in time by the sweeper).
+  // Closing with unread request bytes makes the kernel send a reset, which destroys the reply
+  // in the client's receive buffer before it reads it (issue 14). So: half-close, which sends
+  // the reply's FIN at once, then read and drop what the client still sends until its EOF,
+  // within the bounds above (the sweeper enforces the deadlines).
+  const std::uint64_t buffered = end_ - begin_;
+  const std::uint64_t budget = kLingerBytes + (discard_ > buffered ? discard_ - buffered : 0);
   (void)stream_.shutdown_write();
-  watch_.deadline.store(io::now_ns() + kLingerNs, std::memory_order_relaxed);
-  std::size_t skipped = 0;
-  while (skipped < kLingerBytes) {
+  const std::int64_t until = io::now_ns() + kLingerTotalNs;
+  std::uint64_t skipped = 0;
+  while (skipped < budget) {
+    const std::int64_t now = io::now_ns();
+    if (now >= until) break;
+    watch_.deadline.store(std::min(until, now + kLingerGapNs), std::memory_order_relaxed);
     auto n = co_await stream_.read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
     if (!n || *n == 0) break;
     skipped += *n;

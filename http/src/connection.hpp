@@ -54,8 +54,10 @@ class Server::Connection {
   /// False if the buffers could not be allocated: the connection just closes.
   bool ok() const noexcept { return memory_ != nullptr; }
 
-  /// True with a request (or a parse error) for respond(); false once this read's batch is
-  /// over (closing, or nothing complete left), which is when its answers are counted.
+  /// True with a request, its body whole (or a parse error), for respond(); false once this
+  /// read's batch is over (closing, or nothing complete left), which is when its answers are
+  /// counted. A body that does not fit in the input buffer is read into a body buffer taken
+  /// from the server (and handed back at the next parse() or the end).
   bool parse() noexcept;
   /// Puts the reply into the output buffer. False when the output has to be written first;
   /// call again after write(), which carries on with the same reply.
@@ -65,16 +67,20 @@ class Server::Connection {
   Task<Result<void>> write();
   bool has_output() const noexcept { return out_.size > 0; }
   bool closing() const noexcept { return closing_; }
-  bool failed() const noexcept { return failed_; }
   /// Publishes the deadline the sweeper enforces while read() waits and, with nothing of a
   /// request received, marks the connection idle: one the server may close for a new one.
   void deadline() noexcept;
   /// After read(): no longer idle (unless the read failed: the destructor then delists it).
   void busy() noexcept;
-  /// Awaiting it reads into the input buffer; false on end of stream or any error.
+  /// Awaiting it reads into the input buffer (or the body buffer, while a body goes there);
+  /// false on end of stream or any error.
   class Read;
   Read read() noexcept;
-  /// After an error reply: half-closes, then reads and drops what the client still sends.
+  /// Once closing: true if the client may still be sending (an error reply, or a body or
+  /// requests not read), which a close would answer with a reset that loses the reply.
+  bool must_linger() const noexcept;
+  /// Then: half-closes, and reads and drops what the client still sends, until its EOF or a
+  /// bound in time or bytes.
   Task<void> linger();
 
  private:
@@ -89,6 +95,8 @@ class Server::Connection {
     void put_number(std::uint64_t n) noexcept;
   };
 
+  bool take_body() noexcept;
+  bool decode_chunked() noexcept;
   void answer();
   void put_head() noexcept;
 
@@ -104,8 +112,23 @@ class Server::Connection {
   const std::span<char> scratch_;
   RequestParser parser_;
 
-  std::size_t begin_ = 0, end_ = 0;   // the unconsumed input
-  std::uint64_t discard_ = 0;         // body bytes still to skip
+  std::size_t begin_ = 0, end_ = 0;  // the unconsumed input
+  std::uint64_t discard_ = 0;        // body bytes still to skip
+  // A head whose body is still coming: once need_ bytes from begin_ are in, it is parsed again
+  // (its views would not survive read()'s compaction), body and all. 0: none.
+  std::size_t need_ = 0;
+  // A body too large for the input buffer: its head stays at [begin_, end_), untouched, while
+  // the body is read into body_buffer_ (body_have_ of body_want_ bytes so far).
+  std::unique_ptr<char[]> body_buffer_;
+  std::size_t body_have_ = 0, body_want_ = 0;
+  bool reading_body_ = false;
+  // A chunked body: decoded into body_buffer_ as it arrives, which is read into the input
+  // buffer right behind the head (at the start of the buffer, so there is room).
+  bool chunked_ = false;
+  ChunkedDecoder decoder_;
+  std::string_view body_;             // the current request's
+  std::size_t body_in_input_ = 0;     // how much of the input, after the head, body_ used
+  int error_status_ = 0;              // of the current error reply
   std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close

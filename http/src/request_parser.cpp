@@ -255,7 +255,7 @@ RequestParser::Status RequestParser::split_target() noexcept {
 // Header fields, each "name: value" CRLF; `head` ends with the last field's CRLF (or is empty).
 RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept {
   std::size_t count = 0;
-  bool has_length = false, has_host = false, has_transfer_encoding = false;
+  bool has_length = false, has_host = false, has_transfer_encoding = false, chunked = false;
   bool close = false, keep_alive = false;
   while (!head.empty()) {
     const std::size_t lf = head.find('\n');
@@ -285,6 +285,8 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
       has_length = true;
       request_.content_length = n;
     } else if (iequals(name, "transfer-encoding")) {
+      // One field, one coding: "chunked". A second field or a list is a coding beyond it.
+      chunked = !has_transfer_encoding && iequals(value, "chunked");
       has_transfer_encoding = true;
     } else if (iequals(name, "host")) {
       if (has_host) return fail(400);
@@ -298,7 +300,13 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
     }
   }
   if (has_transfer_encoding && has_length) return fail(400);
-  if (has_transfer_encoding) return fail(501);  // chunked (or any coding) bodies: not handled
+  if (has_transfer_encoding) {
+    // RFC 9112 §6.1: in HTTP/1.0 the framing is faulty. Of the codings only chunked, alone,
+    // is understood (a server MUST understand it); others (gzip, …) get 501.
+    if (request_.version_minor == 0) return fail(400);
+    if (!chunked) return fail(501);
+    request_.chunked = true;
+  }
   if (request_.version_minor == 1 && !has_host) return fail(400);
   if (request_.content_length > limits_.max_body) return fail(413);
   if (close)
@@ -307,6 +315,130 @@ RequestParser::Status RequestParser::parse_head(std::string_view head) noexcept 
     request_.keep_alive = true;
   request_.fields = {fields_.data(), count};
   return Status::complete;
+}
+
+void ChunkedDecoder::reset(std::span<char> out, std::size_t max_trailers) noexcept {
+  out_ = out;
+  max_trailers_ = max_trailers;
+  size_ = extension_ = trailers_ = 0;
+  chunk_ = 0;
+  in_name_ = false;
+  state_ = State::size_first;
+  error_ = 0;
+}
+
+ChunkedDecoder::Status ChunkedDecoder::fail(int status) noexcept {
+  error_ = status;
+  return Status::error;
+}
+
+ChunkedDecoder::Status ChunkedDecoder::decode(std::span<const char> in,
+                                              std::size_t& consumed) noexcept {
+  consumed = 0;
+  if (error_ != 0) return Status::error;
+  std::size_t i = 0;
+  while (i < in.size() && state_ != State::done) {
+    const char c = in[i];
+    const auto u = static_cast<unsigned char>(c);
+    if (state_ == State::data) {  // the bulk: copied, not looked at byte by byte
+      const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_, in.size() - i));
+      std::memcpy(out_.data() + size_, in.data() + i, n);
+      size_ += n;
+      chunk_ -= n;
+      i += n;
+      if (chunk_ == 0) state_ = State::data_cr;
+      continue;
+    }
+    ++i;
+    const bool ctl = (u < 0x20 && c != '\t') || u == 0x7f;
+    switch (state_) {
+      case State::size_first:
+      case State::size: {
+        const int digit = c >= '0' && c <= '9'   ? c - '0'
+                          : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                          : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                                 : -1;
+        if (digit >= 0) {
+          // Beyond the room left: 413 at once, before any overflow (the room is < 2^60).
+          chunk_ = chunk_ * 16 + static_cast<std::uint64_t>(digit);
+          if (chunk_ > out_.size() - size_) return fail(413);
+          state_ = State::size;
+          continue;
+        }
+        if (state_ == State::size_first) return fail(400);
+        [[fallthrough]];
+      }
+      case State::space:
+        if (c == ' ' || c == '\t') {
+          state_ = State::space;
+        } else if (c == ';') {
+          state_ = State::extension;
+        } else if (c == '\r') {
+          state_ = State::size_lf;
+        } else {
+          return fail(400);
+        }
+        continue;
+      case State::extension:  // ignored, but bounded and free of control characters
+        if (c == '\r') {
+          state_ = State::size_lf;
+        } else if (ctl || ++extension_ > kMaxExtension) {
+          return fail(400);
+        }
+        continue;
+      case State::size_lf:
+        if (c != '\n') return fail(400);
+        extension_ = 0;
+        state_ = chunk_ == 0 ? State::trailer_start : State::data;
+        continue;
+      case State::data_cr:
+        if (c != '\r') return fail(400);
+        state_ = State::data_lf;
+        continue;
+      case State::data_lf:
+        if (c != '\n') return fail(400);
+        state_ = State::size_first;
+        continue;
+      case State::trailer_start:
+        if (c == '\r') {
+          state_ = State::final_lf;
+          continue;
+        }
+        state_ = State::trailer_name;
+        [[fallthrough]];
+      case State::trailer_name:
+        if (++trailers_ > max_trailers_) return fail(431);
+        if (c == ':' && in_name_) {
+          state_ = State::trailer_value;
+        } else if (!kTchar[u]) {
+          return fail(400);
+        }
+        in_name_ = true;
+        continue;
+      case State::trailer_value:
+        if (++trailers_ > max_trailers_) return fail(431);
+        if (c == '\r') {
+          state_ = State::trailer_lf;
+        } else if (ctl) {
+          return fail(400);
+        }
+        continue;
+      case State::trailer_lf:
+        if (c != '\n') return fail(400);
+        in_name_ = false;
+        state_ = State::trailer_start;
+        continue;
+      case State::final_lf:
+        if (c != '\n') return fail(400);
+        state_ = State::done;
+        continue;
+      case State::data:
+      case State::done:
+        break;
+    }
+  }
+  consumed = i;
+  return state_ == State::done ? Status::complete : Status::incomplete;
 }
 
 std::string_view reason_phrase(int status) noexcept {

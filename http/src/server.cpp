@@ -5,6 +5,7 @@
 #include "arbor/http/server.hpp"
 
 #include <algorithm>
+#include <new>
 
 #include "arbor/io/log.hpp"
 #include "arbor/io/socket.hpp"
@@ -30,7 +31,36 @@ Server::Server(Runtime& runtime, ServerOptions options, Handler handler, TcpList
       options_(std::move(options)),
       handler_(std::move(handler)),
       listener_(std::move(listener)),
-      sweeper_context_{&runtime, sweeper_stop_.get_token(), false} {}
+      sweeper_context_{&runtime, sweeper_stop_.get_token(), false} {
+  free_bodies_.reserve(options_.body_buffers);
+}
+
+std::unique_ptr<char[]> Server::take_body_buffer() noexcept {
+  {
+    std::lock_guard guard(bodies_mutex_);
+    if (!free_bodies_.empty()) {
+      auto buffer = std::move(free_bodies_.back());
+      free_bodies_.pop_back();
+      return buffer;
+    }
+    if (bodies_allocated_ == options_.body_buffers) return nullptr;
+    ++bodies_allocated_;
+  }
+  // Outside the lock: a large allocation may take a while.
+  std::unique_ptr<char[]> buffer(
+      new (std::nothrow) char[static_cast<std::size_t>(options_.limits.max_body)]);
+  if (buffer == nullptr) {
+    std::lock_guard guard(bodies_mutex_);
+    --bodies_allocated_;
+  }
+  return buffer;
+}
+
+void Server::give_body_buffer(std::unique_ptr<char[]> buffer) noexcept {
+  if (buffer == nullptr) return;
+  std::lock_guard guard(bodies_mutex_);
+  free_bodies_.push_back(std::move(buffer));  // within the reserved capacity: no allocation
+}
 
 Server::~Server() {
   sweeper_stop_.request_stop();
@@ -172,7 +202,7 @@ Task<void> Server::serve(TcpStream stream) {
     if (!co_await c.read()) co_return;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }
-  if (c.failed()) co_await c.linger();
+  if (c.must_linger()) co_await c.linger();
 }
 
 }  // namespace arbor::http

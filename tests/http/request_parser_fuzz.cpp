@@ -2,17 +2,21 @@
 // pipelined stream. Checks the parser's own promises on every input: no crash or sanitizer
 // report, a head never larger than what it was given or than the limit, views inside the
 // buffer, an error always with a status, and the same outcome however the bytes were split.
+// A chunked request's body is then run through ChunkedDecoder the same two ways: the same
+// outcome, body and bytes consumed, a body within its room, never more consumed than given.
 //
 //   make fuzz            (clang; runs for FUZZ_SECONDS, default 60)
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 #include "arbor/http/request_parser.hpp"
 
 namespace {
 
+using arbor::http::ChunkedDecoder;
 using arbor::http::RequestParser;
 
 void check(bool ok) {
@@ -68,6 +72,27 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* bytes, std::size_t siz
       check(inside(f.name, data + at, a.head) && inside(f.value, data + at, a.head));
     check(r.content_length <= limits.max_body);
     at += a.head;
+    if (r.chunked) {
+      char whole_out[1000], halves_out[1000];
+      ChunkedDecoder one, two;
+      one.reset(whole_out, 64);
+      two.reset(halves_out, 64);
+      const std::size_t rest = size - at, cut = split % (rest + 1);
+      std::size_t used = 0, used2 = 0, more = 0;
+      const auto s = one.decode({data + at, rest}, used);
+      auto s2 = two.decode({data + at, cut}, used2);
+      if (s2 == ChunkedDecoder::Status::incomplete) {
+        check(used2 == cut);
+        s2 = two.decode({data + at + cut, rest - cut}, more);
+        used2 += more;
+      }
+      check(s == s2 && one.error_status() == two.error_status());
+      if (s == ChunkedDecoder::Status::complete) check(used == used2);  // else: all, or moot
+      check(used <= rest && one.size() <= sizeof whole_out && one.size() == two.size());
+      check(std::memcmp(whole_out, halves_out, one.size()) == 0);
+      if (s != ChunkedDecoder::Status::complete) break;
+      at += used;
+    }
   }
   return 0;
 }

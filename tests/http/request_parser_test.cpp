@@ -138,7 +138,13 @@ TEST(RequestParser, LimitsAndUnsupportedFeaturesHaveTheirStatus) {
             431);
   EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 101\r\n\r\n", small), 413);
   EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 100\r\n\r\n", small), 0);
-  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n"), 501);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\n\r\n"), 501);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n"
+                    "Transfer-Encoding: chunked\r\n\r\n"),
+            501);
+  // RFC 9112 §6.1: Transfer-Encoding in HTTP/1.0 is faulty framing.
+  EXPECT_EQ(outcome("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n"), 400);
   EXPECT_EQ(outcome("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
   EXPECT_EQ(outcome("GET / HTTP/1.1\r\nHost: h\r\n"), -1);
 }
@@ -254,4 +260,90 @@ TEST(HttpDate, FormatsImfFixdate) {
 }
 
 }  // namespace
+TEST(RequestParser, ChunkedTransferEncodingIsAccepted) {
+  RequestParser p;
+  const std::string text = "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\n\r\n";
+  ASSERT_EQ(p.parse({text.data(), text.size()}), Status::complete);
+  EXPECT_TRUE(p.request().chunked);
+  EXPECT_EQ(p.request().content_length, 0u);
+}
+
+// ---- ChunkedDecoder ------------------------------------------------------------------------
+
+struct Decoded {
+  ChunkedDecoder::Status status;
+  std::string body;
+  std::size_t consumed;
+  int error;
+};
+
+// Decodes `text` as it would arrive in two reads split at `cut`, into `room` bytes.
+Decoded decode_split_at(const std::string& text, std::size_t cut, std::size_t room = 100,
+                        std::size_t max_trailers = 64) {
+  std::string out(room, '\0');
+  ChunkedDecoder d;
+  d.reset({out.data(), out.size()}, max_trailers);
+  std::size_t used = 0;
+  auto s = d.decode({text.data(), cut}, used);
+  std::size_t consumed = used;
+  if (s == ChunkedDecoder::Status::incomplete) {
+    EXPECT_EQ(used, cut) << "an incomplete decode consumes all it is given";
+    s = d.decode({text.data() + cut, text.size() - cut}, used);
+    consumed += used;
+  }
+  return {s, out.substr(0, d.size()), consumed, d.error_status()};
+}
+
+TEST(ChunkedDecoder, DecodesAtEverySplitAndStopsAtTheBodyEnd) {
+  const std::string body = "5\r\nhello\r\n1a;name=value;flag\r\n" + std::string(26, 'z') +
+                           "\r\n1 ;x\r\n!\r\n000\r\nTrailer-One: v\r\nT2:\r\n\r\n";
+  const std::string text = body + "GET / HTTP/1.1\r\n";  // the next request: not consumed
+  for (std::size_t cut = 0; cut <= text.size(); ++cut) {
+    const Decoded d = decode_split_at(text, cut);
+    ASSERT_EQ(d.status, ChunkedDecoder::Status::complete) << "cut " << cut << ": " << d.error;
+    EXPECT_EQ(d.body, "hello" + std::string(26, 'z') + "!") << "cut " << cut;
+    EXPECT_EQ(d.consumed, body.size()) << "cut " << cut;
+  }
+  // Cut short anywhere: incomplete, never an error.
+  for (std::size_t n = 0; n < body.size(); ++n)
+    EXPECT_EQ(decode_split_at(body.substr(0, n), n / 2).status, ChunkedDecoder::Status::incomplete)
+        << n;
+  // An empty body.
+  EXPECT_EQ(decode_split_at("0\r\n\r\n", 2).body, "");
+}
+
+TEST(ChunkedDecoder, MalformedOrOversizedBodiesHaveTheirStatusAtEverySplit) {
+  const std::string long_extension = "1;" + std::string(ChunkedDecoder::kMaxExtension + 1, 'e');
+  const struct {
+    std::string text;
+    int status;
+  } cases[] = {
+      {"\r\n", 400},                                           // no chunk size
+      {"g\r\n", 400},                                          // not hex
+      {"-1\r\n", 400},                                         // not hex
+      {"0x5\r\nhello\r\n0\r\n\r\n", 400},                      // no prefix either
+      {"5\n", 400},                                            // bare LF
+      {"5 6\r\n", 400},                                        // more after whitespace, not ';'
+      {"5\r\nhelloX\r\n", 400},                                // data longer than its size
+      {"5\r\nhello\n0\r\n\r\n", 400},                          // bare LF after data
+      {"1;a\x01\r\nx\r\n0\r\n\r\n", 400},                      // control character in an extension
+      {long_extension + "\r\n", 400},                          // extension beyond its bound
+      {"0\r\nBad Name: v\r\n\r\n", 400},                       // not a token
+      {"0\r\n: v\r\n\r\n", 400},                               // empty name
+      {"0\r\nX: a\x7f\r\n\r\n", 400},                          // control character in a value
+      {"0\r\n\n", 400},                                        // bare LF ends the trailers
+      {"65\r\n", 413},                                         // 101 > the 100 bytes of room
+      {"60\r\n" + std::string(96, 'x') + "\r\n5\r\n", 413},    // in all
+      {"FFFFFFFFFFFFFFFFFFFFFFFF\r\n", 413},                   // would overflow: refused first
+      {"0\r\nX: " + std::string(100, 'v') + "\r\n\r\n", 431},  // trailers beyond 64
+  };
+  for (const auto& k : cases) {
+    for (std::size_t cut = 0; cut <= k.text.size(); ++cut) {
+      const Decoded d = decode_split_at(k.text, cut);
+      ASSERT_EQ(d.status, ChunkedDecoder::Status::error) << k.text << " cut " << cut;
+      EXPECT_EQ(d.error, k.status) << k.text << " cut " << cut;
+    }
+  }
+}
+
 }  // namespace arbor::http

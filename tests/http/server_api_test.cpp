@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -134,6 +135,39 @@ TEST(HttpServerApi, Rfc9112_3_2_2_AbsoluteFormGivesTheHandlerTheTargetsHost) {
   (*server)->shutdown();
   running.join_blocking();
   EXPECT_EQ(seen, "target.example:81 /p/q x=1");
+}
+
+// Request::body, pipelined in one send: a small Content-Length body (in the input buffer), a
+// large one (a body buffer; only one exists, so it must come back to be reused), a chunked one
+// (a body buffer too), and none. The handler answers with the size and the last byte.
+TEST(HttpServerApi, TheHandlerGetsTheWholeBody) {
+  Runtime rt;
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  options.limits.max_body = 100'000;
+  options.body_buffers = 1;
+  auto server = Server::bind(rt, options, [](const Request& r, std::span<char> scratch) -> Reply {
+    const int n = std::snprintf(scratch.data(), scratch.size(), "[%zu:%c]", r.body.size(),
+                                r.body.empty() ? '-' : r.body.back());
+    return {200, "text/plain", {scratch.data(), static_cast<std::size_t>(n)}, {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->local_address().port();
+  auto running = rt.spawn((*server)->run());
+  const std::string post = "POST / HTTP/1.1\r\nHost: h\r\n";
+  const std::string reply =
+      round_trip(port, post + "Content-Length: 3\r\n\r\nabc" + post +
+                           "Content-Length: 50000\r\n\r\n" + std::string(49'999, 'x') + "y" + post +
+                           "Transfer-Encoding: chunked\r\n\r\n4\r\nwxyz\r\n0\r\n\r\n" + post +
+                           "Content-Length: 20000\r\n\r\n" + std::string(20'000, 'q') +
+                           "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  std::string bodies;
+  for (std::size_t at = 0; (at = reply.find('[', at)) != std::string::npos; ++at)
+    bodies += reply.substr(at, reply.find(']', at) + 1 - at);
+  EXPECT_EQ(bodies, "[3:c][50000:y][4:z][20000:q][0:-]") << reply;
+  (*server)->shutdown();
+  running.join_blocking();
+  EXPECT_EQ((*server)->counters().requests, 5u);
 }
 
 TEST(HttpServerApi, BindRefusesBadOptions) {

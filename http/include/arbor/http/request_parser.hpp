@@ -10,9 +10,10 @@
 // the one exception is up to kMaxLeadingEmptyLines empty lines, CRLF or bare LF, before a
 // request line, which RFC 9112 §2.2 asks a server to ignore), no obsolete line folding, tokens
 // where tokens belong, no whitespace before a colon, one Content-Length value, Host required in
-// HTTP/1.1, and Content-Length together with Transfer-Encoding rejected (the classic
-// request-smuggling ambiguity). Every error carries the status to answer with; the connection is
-// closed after any error.
+// HTTP/1.1, Transfer-Encoding only as "chunked" alone (Request::chunked; the body is then
+// ChunkedDecoder's, below), and Content-Length together with Transfer-Encoding rejected (the
+// classic request-smuggling ambiguity). Every error carries the status to answer with; the
+// connection is closed after any error.
 //
 // Bounded: the request line, the whole head, the number of header fields and the declared body
 // size each have a limit, checked as soon as the bytes seen exceed it. The request line is
@@ -58,7 +59,12 @@ struct Request {
   int version_minor = 1;  // HTTP/1.0 or HTTP/1.1
   bool keep_alive = true;
   std::uint64_t content_length = 0;
+  bool chunked = false;  // Transfer-Encoding: chunked (then content_length is 0)
   std::span<const Field> fields;
+  // The whole body (Content-Length, or chunked and decoded). The parser leaves it empty; the
+  // server reads the body in full (at most Limits::max_body) and sets it before the handler
+  // runs.
+  std::string_view body;
 
   /// The first field called `name` (case-insensitive), or an empty view.
   std::string_view field(std::string_view name) const noexcept;
@@ -116,6 +122,56 @@ class RequestParser {
   std::size_t version_at_ = 0;  // bytes of "HTTP/d.d" seen
   LineState line_state_ = LineState::empty_lines;
   std::size_t head_size_ = 0;
+  int error_ = 0;
+};
+
+/// ChunkedDecoder: the chunked transfer coding of a request body (RFC 9112 §7.1), decoded
+/// incrementally into a buffer the caller owns. Every byte is looked at once, in order, so the
+/// outcome does not depend on how the input is split; decode() consumes all it is given up to
+/// the end of the body, and keeps no pointer into it. Strict and bounded: chunk sizes are hex
+/// digits, a size line's extension (ignored) is at most kMaxExtension bytes, trailer fields
+/// (checked as "token: value" lines, then ignored) at most max_trailers bytes in all, CRLF
+/// line ends only; a body larger than the buffer is a 413, trailers beyond their bound a 431,
+/// anything else malformed a 400.
+class ChunkedDecoder {
+ public:
+  enum class Status { complete, incomplete, error };
+  static constexpr std::size_t kMaxExtension = 1024;
+
+  /// Starts a body, to be decoded into `out` (which the caller keeps alive until complete).
+  void reset(std::span<char> out, std::size_t max_trailers) noexcept;
+  /// Decodes from the start of `in`; `consumed` says how many bytes were used (all of them
+  /// unless complete, when the rest belongs to what follows the body).
+  Status decode(std::span<const char> in, std::size_t& consumed) noexcept;
+  std::size_t size() const noexcept { return size_; }  // body bytes so far
+  int error_status() const noexcept { return error_; }
+
+ private:
+  enum class State : std::uint8_t {
+    size_first,  // the first hex digit of a chunk size
+    size,        // more hex digits, or what ends them
+    space,       // whitespace after the size: then ';' or CR
+    extension,   // after ';', up to CR
+    size_lf,
+    data,
+    data_cr,
+    data_lf,
+    trailer_start,  // a trailer field's first byte, or the CR of the final empty line
+    trailer_name,
+    trailer_value,
+    trailer_lf,
+    final_lf,
+    done
+  };
+  Status fail(int status) noexcept;
+
+  std::span<char> out_;
+  std::size_t max_trailers_ = 0;
+  std::size_t size_ = 0;
+  std::uint64_t chunk_ = 0;  // bytes of the current chunk's data still to come
+  std::size_t extension_ = 0, trailers_ = 0;
+  bool in_name_ = false;  // a trailer field's name has begun
+  State state_ = State::size_first;
   int error_ = 0;
 };
 

@@ -7,9 +7,12 @@
 //   co_await (*server)->run();          // until shutdown()
 //
 // Per connection: one buffer for requests, one for responses, allocated when the connection
-// starts; nothing is allocated per request. Every complete request in a read is answered in
-// order, and the responses to one read go out in one write. After an error response (400, 413,
-// 414, 431, 501, 505) or a "Connection: close" the connection closes once the response is out.
+// starts; nothing is allocated per request. A request body is read whole before the handler
+// runs (Request::body): in the request buffer if it fits there with its head, else in one of
+// ServerOptions::body_buffers buffers the server shares among its connections. Every complete
+// request in a read is answered in order, and the responses to one read go out in one write. After
+// an error response (400, 413, 414, 431, 501, 505) or a "Connection: close" the connection closes
+// once the response is out.
 //
 // Timeouts are enforced by one sweeper task per server rather than a timer per read: each
 // connection publishes its deadline (a relaxed atomic store per read), and the sweeper shuts
@@ -36,6 +39,7 @@
 #include <stop_token>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "arbor/arbor.hpp"
 #include "arbor/http/request_parser.hpp"
@@ -51,6 +55,11 @@ struct ServerOptions {
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds idle_timeout{60'000};
   std::string server_name = "arbor";  // at most 256 bytes
+  // A request body that does not fit in the connection's input buffer (with its head) is read
+  // into one of at most this many body buffers of limits.max_body bytes each, shared by the
+  // server's connections: allocated when first needed, then reused, never freed before the
+  // server. With none free the request gets a 503 (0: such bodies always do).
+  std::size_t body_buffers = 64;
   int backlog = 4096;
 };
 
@@ -64,8 +73,10 @@ struct Reply {
   std::string_view allow;  // the Allow header, for 405
 };
 
-/// Called for every request, on a worker thread; may run concurrently for different
-/// connections. An exception it throws becomes a 500 for that request. `scratch`
+/// Called for every request, once its body (request.body) has arrived in full, on a worker
+/// thread; may run concurrently for different connections. request's views, the body's too,
+/// stay valid until the reply is sent (a reply may point into them, an echo say). An exception
+/// it throws becomes a 500 for that request. `scratch`
 /// (ServerOptions-independent, 16 KiB) is this connection's to use for the reply body.
 using Handler = std::function<Reply(const Request& request, std::span<char> scratch)>;
 
@@ -112,6 +123,8 @@ class Server {
   void enlist(Watch& w) noexcept;
   void delist(Watch& w) noexcept;
   bool evict_idle() noexcept;
+  std::unique_ptr<char[]> take_body_buffer() noexcept;  // null if none is free
+  void give_body_buffer(std::unique_ptr<char[]> buffer) noexcept;
 
   Runtime& runtime_;
   ServerOptions options_;
@@ -128,6 +141,9 @@ class Server {
   mutable std::mutex
       connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;
+  std::mutex bodies_mutex_;                           // guards the two below
+  std::vector<std::unique_ptr<char[]>> free_bodies_;  // capacity body_buffers: never grows
+  std::size_t bodies_allocated_ = 0;
   std::stop_source sweeper_stop_;
   TaskContext sweeper_context_;
 };
