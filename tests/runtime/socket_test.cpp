@@ -424,6 +424,89 @@ TEST_P(SocketTest, ShutdownReadEndsAPendingRead) {
   }
 }
 
+// readable() waits for data without taking any: the bytes are all there for the read after it,
+// whether they arrived while it waited (one worker: the writer runs only once it is pending)
+// or were already there.
+TEST_P(SocketTest, ReadableWaitsForDataAndConsumesNothing) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto writer = r.spawn([](TcpStream& s) -> Task<bool> {
+      co_return (co_await s.write_all(bytes_of("ping"))).has_value();
+    }(pair->client));
+    auto ready = co_await pair->server.readable();
+    if (!co_await std::move(writer)) co_return "write";
+    if (!ready) co_return "readable: " + ready.error().message();
+    auto again = co_await pair->server.readable();  // the bytes are still there: at once
+    if (!again) co_return "readable again: " + again.error().message();
+    Bytes got(4);
+    if (!co_await pair->server.read_exact(got)) co_return "read";
+    co_return got == bytes_of("ping") ? "ok" : "bytes changed";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
+// Alternating readable() and small reads over a long stream loses and reorders nothing (with
+// io_uring's multishot receive, readable() must leave what it saw buffered for the read).
+TEST_P(SocketTest, ReadableThenReadOverALongStreamKeepsEveryByte) {
+  constexpr std::size_t kTotal = 256u << 10;
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    Bytes data(kTotal);
+    for (std::size_t i = 0; i < kTotal; ++i)
+      data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
+    auto writer = [](TcpStream& s, const Bytes& d) -> Task<bool> {
+      co_return (co_await s.write_all(d)).has_value();
+    };
+    auto writing = rt.spawn(writer(pair->client, data));
+    Bytes got;
+    got.reserve(kTotal);
+    std::byte buf[61];
+    while (got.size() < kTotal) {
+      if (!co_await pair->server.readable()) co_return false;
+      auto n = co_await pair->server.read_some(buf);
+      if (!n || *n == 0) co_return false;
+      got.insert(got.end(), buf, buf + *n);
+    }
+    co_return co_await std::move(writing) && got == data;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
+// The peer's end makes the socket readable (the read then gives 0), and closing the socket
+// ends a pending readable() with operation_canceled.
+TEST_P(SocketTest, ReadableSeesTheEndAndIsCancelledByClose) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    auto closer = r.spawn([](TcpStream& s) -> Task<void> {
+      s.close();
+      co_return;
+    }(pair->client));
+    auto ready = co_await pair->server.readable();
+    co_await std::move(closer);
+    if (!ready) co_return "readable at the end: " + ready.error().message();
+    std::byte buf[8];
+    auto n = co_await pair->server.read_some(buf);
+    if (!n || *n != 0) co_return "the read after it is not end of stream";
+
+    auto second = co_await connected_pair(r);
+    if (!second) co_return "pair 2";
+    auto closer2 = r.spawn([](TcpStream& s) -> Task<void> {
+      s.close();
+      co_return;
+    }(second->server));
+    auto pending = co_await second->server.readable();
+    co_await std::move(closer2);
+    if (pending) co_return "readable succeeded on a closed socket";
+    co_return pending.error() == std::errc::operation_canceled ? "ok" : pending.error().message();
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
 TEST_P(SocketTest, SecondConcurrentReadIsBusy) {
   auto rt = test::make_runtime(GetParam(), 1);
   auto body = [](Runtime& r) -> Task<std::string> {

@@ -2,6 +2,7 @@
 // request drain and wait. The design is described in uring_engine.hpp.
 #include "linux/uring_engine.hpp"
 
+#include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -60,6 +61,9 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
         io_uring_prep_recvmsg(sqe, fd, &state.message, 0);
       break;
     }
+    case OpKind::readable:
+      io_uring_prep_poll_add(sqe, fd, POLLIN);  // the mask it completes with becomes 0
+      break;
   }
   io_uring_sqe_set_data(sqe, &op);
 }
@@ -138,7 +142,8 @@ bool UringEngine::start(Operation& op) noexcept {
   const int side = Descriptor::side(op.kind);
   Ring& ring = ring_of(d);
   if (ring.multishot && op.kind == OpKind::accept) return start_multishot_accept(ring, d, op);
-  if (ring.multishot && op.kind == OpKind::receive && op.size > 0)
+  if (ring.multishot &&
+      ((op.kind == OpKind::receive && op.size > 0) || op.kind == OpKind::readable))
     return start_multishot_receive(ring, d, op);
   if (op.kind == OpKind::send || op.kind == OpKind::send_vectored) {
     {
@@ -501,7 +506,9 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
   }
   if (release) self->pool_.release(&d);
   SubmitBatch batch;
-  op->complete(*op, event.result);  // recvmsg already wrote a receive_from peer into op.address
+  // recvmsg already wrote a receive_from peer into op.address; a poll's mask means readable.
+  const std::int64_t result = op->kind == OpKind::readable && event.result > 0 ? 0 : event.result;
+  op->complete(*op, result);
 }
 
 void UringEngine::backend_counters(EngineCounters& c) const noexcept {

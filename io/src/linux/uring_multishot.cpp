@@ -69,7 +69,10 @@ bool UringEngine::start_multishot_receive(Ring& ring, UringDescriptor& d, Operat
   {
     std::lock_guard guard(d.lock);
     if (!admit_start(d, op)) return true;
-    if (d.chunk_head != ProvidedBuffers::kNone) {
+    if (op.kind == OpKind::readable && (d.chunk_head != ProvidedBuffers::kNone || d.has_end)) {
+      op.result = 0;  // the next receive takes it
+      return true;
+    } else if (d.chunk_head != ProvidedBuffers::kNone) {
       op.result = static_cast<std::int64_t>(
           take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
       buffered_reads_.fetch_add(1, std::memory_order_relaxed);
@@ -210,7 +213,11 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
         d.has_end = true;
         d.end_result = res;
       }
-      if (op != nullptr && d.chunk_head != ProvidedBuffers::kNone) {
+      if (op != nullptr && op->kind == OpKind::readable &&
+          (d.chunk_head != ProvidedBuffers::kNone || d.has_end)) {
+        claimed = op;  // what arrived stays here for the receive that follows
+        result = 0;
+      } else if (op != nullptr && d.chunk_head != ProvidedBuffers::kNone) {
         claimed = op;
         result = static_cast<std::int64_t>(
             take_chunks(r.buffers, d, *op, [&](std::uint16_t id) { r.buffers.recycle(id); }));

@@ -77,6 +77,13 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
       r = ::sendto(fd, op.data, op.size, kSendNow,
                    static_cast<const sockaddr*>(op.address->native()), op.address->native_size());
       break;
+    case OpKind::readable: {
+      // A peek of one byte waits exactly when a receive would, and takes nothing.
+      char byte;
+      r = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+      if (r > 0) r = 0;
+      break;
+    }
   }
   if (r < 0) {
     const int e = errno;

@@ -39,7 +39,8 @@ void cancel_io(Handle fd, OVERLAPPED* overlapped) noexcept {
 // STATUS_PIPE_DISCONNECTED in a packet; both EPIPE here), and a graceful disconnect reports
 // ERROR_GRACEFUL_DISCONNECT (EPIPE too); POSIX reports end of stream for both.
 std::int64_t as_receive_result(const Operation& op, std::int64_t result) noexcept {
-  const bool receive = op.kind == OpKind::receive || op.kind == OpKind::receive_from;
+  const bool receive =
+      op.kind == OpKind::receive || op.kind == OpKind::receive_from || op.kind == OpKind::readable;
   return receive && result == -EPIPE ? 0 : result;
 }
 

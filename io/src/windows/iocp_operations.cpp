@@ -120,6 +120,14 @@ Issued issue(Operation& op, const IocpDescriptor& d, const Extensions& ext) noex
       }
       return outcome(r == 0, bytes, skip);
     }
+    case OpKind::readable: {
+      // The zero-byte receive: it completes when data (or the end) arrives, and moves nothing,
+      // so no buffer is pinned while the socket waits.
+      WSABUF buffer{0, nullptr};
+      state.flags = 0;
+      const int r = ::WSARecv(s, &buffer, 1, &bytes, &state.flags, &state.overlapped, nullptr);
+      return outcome(r == 0, bytes, skip);
+    }
     case OpKind::send: {
       WSABUF buffer{clamp_length(op.size), static_cast<char*>(op.data)};
       const int r = ::WSASend(s, &buffer, 1, &bytes, 0, &state.overlapped, nullptr);

@@ -45,11 +45,14 @@ enum class OpKind : std::uint8_t {
   connect,        // address (in) -> 0
   receive_from,   // buffer, address (out) -> bytes read
   send_to,        // buffer, address (in) -> bytes written
+  readable,       // nothing -> 0 once a receive would not wait (data, end of stream or an
+                  // error is there); consumes nothing, so a waiting socket holds no buffer
 };
 
 /// Whether an operation waits for the socket to become readable (true) or writable.
 constexpr bool is_read_side(OpKind kind) noexcept {
-  return kind == OpKind::receive || kind == OpKind::accept || kind == OpKind::receive_from;
+  return kind == OpKind::receive || kind == OpKind::accept || kind == OpKind::receive_from ||
+         kind == OpKind::readable;
 }
 
 /// Engine-owned state of one attached socket; opaque outside the engines.

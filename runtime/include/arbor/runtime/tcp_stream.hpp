@@ -44,6 +44,12 @@ class TcpStream {
     return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::receive,
                                    buffer.data(), buffer.size());
   }
+  /// Waits until read_some would not wait (data, the peer's end, or an error is there),
+  /// consuming nothing: a connection that waits this way pins no buffer (Tokio's readable()).
+  /// It counts as the pending read-side operation.
+  detail::StatusAwaiter readable() noexcept {
+    return detail::StatusAwaiter(socket_.engine(), socket_.ref(), io::OpKind::readable);
+  }
   /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
   Task<Result<void>> read_exact(std::span<std::byte> buffer);
 
