@@ -11,6 +11,7 @@
 
 #include "arbor/io/socket.hpp"
 #include "arbor/io/timer.hpp"
+#include "block_pool.hpp"
 
 namespace arbor::http {
 namespace {
@@ -38,21 +39,10 @@ std::size_t field_count(const Limits& limits) noexcept {
   return std::clamp<std::size_t>(limits.max_fields, 1, RequestParser::kMaxFields);
 }
 
-// Fields first: the block comes from new[], so it is aligned for them; the bytes follow.
+// Fields first: the block is page-aligned, so it is aligned for them; the bytes follow.
 constexpr std::size_t field_bytes(std::size_t count) noexcept {
-  static_assert(__STDCPP_DEFAULT_NEW_ALIGNMENT__ % alignof(Field) == 0);
+  static_assert(alignof(Field) <= alignof(std::max_align_t));
   return count * sizeof(Field);
-}
-
-// `base + offset`, or null for a block that could not be allocated.
-char* at(char* base, std::size_t offset) noexcept {
-  return base == nullptr ? nullptr : base + offset;
-}
-
-std::span<Field> fields_in(char* base, std::size_t count) noexcept {
-  if (base == nullptr) return {};
-  return {std::uninitialized_value_construct_n(reinterpret_cast<Field*>(base), count) - count,
-          count};
 }
 
 Reply internal_error() noexcept {
@@ -75,25 +65,47 @@ void Server::Connection::Output::put_number(std::uint64_t n) noexcept {
   size = static_cast<std::size_t>(r.ptr - data);
 }
 
+std::size_t Server::Connection::block_size(const Limits& limits) noexcept {
+  return field_bytes(field_count(limits)) + in_capacity(limits) + kOutCapacity + kScratchCapacity;
+}
+
 Server::Connection::Connection(Server& server, TcpStream& stream)
     : server_(server),
       stream_(stream),
       in_capacity_(in_capacity(server.options_.limits)),
       field_count_(field_count(server.options_.limits)),
-      memory_(new (std::nothrow) char[field_bytes(field_count_) + in_capacity_ + kOutCapacity +
-                                      kScratchCapacity]),
-      in_(at(memory_.get(), field_bytes(field_count_))),
-      out_{at(in_, in_capacity_), kOutCapacity},
-      scratch_(at(in_, in_capacity_ + kOutCapacity), kScratchCapacity),
-      parser_(server.options_.limits, fields_in(memory_.get(), field_count_)) {
+      parser_(server.options_.limits, {}) {
   watch_.fd = stream.native_handle();
   server_.enlist(watch_);
 }
 
 Server::Connection::~Connection() {
   server_.give_body_buffer(std::move(body_buffer_));
+  server_.blocks_->give(block_);
   server_.delist(watch_);
   server_.active_.fetch_sub(1, std::memory_order_release);
+}
+
+void Server::Connection::give_back_buffers() noexcept {
+  server_.blocks_->give(std::exchange(block_, nullptr));
+  in_ = nullptr;
+  out_ = {nullptr, 0};
+  scratch_ = {};
+  parser_.use_fields({});
+}
+
+bool Server::Connection::take_buffers() noexcept {
+  if (block_ != nullptr) return true;
+  block_ = server_.blocks_->take();
+  if (block_ == nullptr) return false;
+  // Field is an implicit-lifetime aggregate of two trivially copyable views, and the parser
+  // assigns each one before it reads it: the block's bytes need no construction per request
+  // (which would write all max_fields of them, 3.2 KB by default, every time).
+  parser_.use_fields({reinterpret_cast<Field*>(block_), field_count_});
+  in_ = block_ + field_bytes(field_count_);
+  out_ = {in_ + in_capacity_, kOutCapacity};
+  scratch_ = {in_ + in_capacity_ + kOutCapacity, kScratchCapacity};
+  return true;
 }
 
 bool Server::Connection::parse() noexcept {

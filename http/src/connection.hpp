@@ -3,9 +3,12 @@
 // sweeper and shutdown() reach from other threads.
 //
 // Invariant between steps: in_[begin_, end_) is input not yet consumed, and the output buffer
-// holds whole responses, in request order, that no write has taken yet. The buffers are
-// allocated once, by the constructor; on the keep-alive path the only system calls are
-// write()'s and read()'s, and the only coroutine frames write_all's.
+// holds whole responses, in request order, that no write has taken yet. The buffers (parser
+// fields, input, output, scratch) are one block lent by the server's BlockPool while the
+// connection has something of a request in hand; an idle connection gives it back and waits
+// with readable(), which pins no buffer, so it holds only its own small state. On the
+// keep-alive path the only system calls are write()'s and read()'s (readable() needs none of
+// its own on epoll and io_uring), and the only coroutine frames write_all's.
 #pragma once
 
 #include <atomic>
@@ -44,15 +47,26 @@ struct Server::Watch {
 /// which other threads reach as Watch says.
 class Server::Connection {
  public:
-  /// Lists the connection with the sweeper and allocates its buffers (see ok()).
+  /// Lists the connection with the sweeper. It starts idle, without buffers.
   Connection(Server& server, TcpStream& stream);
-  /// Delists it and counts it gone: the last thing this connection does to the server.
+  /// Gives back what it holds, delists it and counts it gone: the last thing this connection
+  /// does to the server.
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
 
-  /// False if the buffers could not be allocated: the connection just closes.
-  bool ok() const noexcept { return memory_ != nullptr; }
+  /// Nothing of a request in hand and no output (after write(), before read()): the buffers
+  /// can go back.
+  bool idle() const noexcept { return begin_ == end_ && discard_ == 0 && out_.size == 0; }
+  /// While idle: gives the buffers back (if it holds them).
+  void give_back_buffers() noexcept;
+  /// Waits until the client sends something (or closes), holding no buffer.
+  detail::StatusAwaiter readable() noexcept { return stream_.readable(); }
+  /// Borrows the buffers again; false if no memory could be had (the connection then closes).
+  bool take_buffers() noexcept;
+  bool has_buffers() const noexcept { return block_ != nullptr; }
+  /// The size of the block a connection borrows under `limits`.
+  static std::size_t block_size(const Limits& limits) noexcept;
 
   /// True with a request, its body whole (or a parse error), for respond(); false once this
   /// read's batch is over (closing, or nothing complete left), which is when its answers are
@@ -104,12 +118,13 @@ class Server::Connection {
   TcpStream& stream_;
   Watch watch_;
   const std::size_t in_capacity_;
-  const std::size_t field_count_;  // the parser's field storage, at the start of memory_
-  // The parser's fields, input, output and scratch, in one allocation.
-  const std::unique_ptr<char[]> memory_;
-  char* const in_;
-  Output out_;
-  const std::span<char> scratch_;
+  const std::size_t field_count_;  // the parser's field storage, at the start of block_
+  // The parser's fields, input, output and scratch, in one block from the pool; null (and the
+  // three below with it) while idle.
+  char* block_ = nullptr;
+  char* in_ = nullptr;
+  Output out_{nullptr, 0};
+  std::span<char> scratch_;
   RequestParser parser_;
 
   std::size_t begin_ = 0, end_ = 0;  // the unconsumed input

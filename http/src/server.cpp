@@ -10,6 +10,7 @@
 #include "arbor/io/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/io/timer.hpp"
+#include "block_pool.hpp"
 #include "connection.hpp"
 
 namespace arbor::http {
@@ -31,6 +32,7 @@ Server::Server(Runtime& runtime, ServerOptions options, Handler handler, TcpList
       options_(std::move(options)),
       handler_(std::move(handler)),
       listener_(std::move(listener)),
+      blocks_(std::make_unique<BlockPool>(Connection::block_size(options_.limits), kKeptBuffers)),
       sweeper_context_{&runtime, sweeper_stop_.get_token(), false} {
   free_bodies_.reserve(options_.body_buffers);
 }
@@ -79,6 +81,8 @@ ServerCounters Server::counters() const noexcept {
   c.requests = requests_.load(std::memory_order_relaxed);
   c.parse_errors = parse_errors_.load(std::memory_order_relaxed);
   c.timeouts = timeouts_.load(std::memory_order_relaxed);
+  c.buffers_lent = blocks_->lent();
+  c.buffers_kept = blocks_->kept();
   std::lock_guard guard(connections_mutex_);
   for (const Watch* w = connections_; w != nullptr; w = w->next)
     if (!w->cut && w->idle_since.load(std::memory_order_relaxed) != 0) ++c.connections_idle;
@@ -191,7 +195,6 @@ Task<void> Server::sweep() {
 
 Task<void> Server::serve(TcpStream stream) {
   Connection c(*this, stream);  // listed with the sweeper until it goes out of scope
-  if (!c.ok()) co_return;
   for (;;) {
     while (c.parse())
       while (!c.respond())  // no room for the reply: an early write, then it goes on
@@ -199,6 +202,10 @@ Task<void> Server::serve(TcpStream stream) {
     if (c.has_output() && !co_await c.write()) co_return;  // the responses to one read, at once
     if (c.closing()) break;
     c.deadline();
+    if (c.idle()) {  // wait for the next request without holding buffers
+      c.give_back_buffers();
+      if (!co_await c.readable() || !c.take_buffers()) co_return;
+    }
     if (!co_await c.read()) co_return;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }

@@ -217,8 +217,9 @@ TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
   ASSERT_TRUE(eventually([&] { return x_thread.load() != 0; }));
   ASSERT_TRUE(pending.load()) << "nothing to read yet: the receive must be pending";
   // epoll has nothing to submit: start() registers interest with epoll_ctl at once.
-  if (GetParam() == "uring")
+  if (GetParam() == "uring") {
     EXPECT_TRUE(submitted_here.load()) << "X's worker did not submit the receive itself";
+  }
   ASSERT_TRUE(eventually_asleep(x_thread.load())) << "X did not go to sleep";
   ASSERT_TRUE(eventually([&] {
     return scheduler.parked_workers() == 1 && scheduler.counters().driver_waits > waits;

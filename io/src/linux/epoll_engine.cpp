@@ -321,17 +321,28 @@ class EpollEngine final : public Engine {
   static void retry(const sched::Event& event, sched::Disposition disposition) noexcept {
     auto* op = static_cast<Operation*>(event.target);
     auto* self = reinterpret_cast<EpollEngine*>(static_cast<std::uintptr_t>(event.data));
-    if (disposition == sched::Disposition::drop) {
-      // The scheduler is stopping: release the busy count and report cancellation.
+    // Dropped (the scheduler is stopping): release the busy count and report cancellation. A
+    // readable wait needs no second peek: the readiness that woke it is its answer (saving a
+    // system call per request for a server that waits this way; rarely, as with any readiness,
+    // the read after it finds nothing and waits).
+    if (disposition == sched::Disposition::drop || op->kind == OpKind::readable) {
       auto& d = descriptor_of<EpollDescriptor>(*op);
       Descriptor::Finish finish;
+      bool cancelled;
       {
         std::lock_guard guard(d.lock);
         --d.busy;
+        cancelled = disposition == sched::Disposition::drop || d.closed ||
+                    op->cancel_requested.load(std::memory_order_relaxed);
         finish = d.finish_if_closed();
       }
       self->finish_close(&d, finish);
-      op->complete(*op, -ECANCELED);
+      if (cancelled) {
+        op->complete(*op, -ECANCELED);
+        return;
+      }
+      SubmitBatch batch;
+      op->complete(*op, 0);
       return;
     }
     SubmitBatch batch;

@@ -100,6 +100,10 @@ class RequestParser {
 
   /// Ready for the next request (pipelined or after a body).
   void reset() noexcept;
+  /// Keeps the fields in `storage` from the next parse() on (between requests, as reset() is:
+  /// the server lends a connection its working memory per request). max_fields is unchanged;
+  /// storage must hold that many.
+  void use_fields(std::span<Field> storage) noexcept { fields_ = storage; }
 
  private:
   // Where scan_request_line() is in the request line.

@@ -6,13 +6,16 @@
 //   });
 //   co_await (*server)->run();          // until shutdown()
 //
-// Per connection: one buffer for requests, one for responses, allocated when the connection
-// starts; nothing is allocated per request. A request body is read whole before the handler
-// runs (Request::body): in the request buffer if it fits there with its head, else in one of
-// ServerOptions::body_buffers buffers the server shares among its connections. Every complete
-// request in a read is answered in order, and the responses to one read go out in one write. After
-// an error response (400, 413, 414, 431, 501, 505) or a "Connection: close" the connection closes
-// once the response is out.
+// Per connection: one buffer for requests, one for responses, lent from a pool shared by the
+// server's connections while the connection has a request in hand, and given back when it goes
+// idle, so a waiting keep-alive connection holds only about 1 KB of its own (docs/http.md has
+// the figures). Nothing is allocated per request: the pool keeps kKeptBuffers free blocks for
+// reuse and gives the rest back to the OS, so memory taken in a spike is returned after it. A
+// request body is read whole before the handler runs (Request::body): in the request buffer if it
+// fits there with its head, else in one of ServerOptions::body_buffers buffers the server shares
+// among its connections. Every complete request in a read is answered in order, and the responses
+// to one read go out in one write. After an error response (400, 413, 414, 431, 501, 505) or a
+// "Connection: close" the connection closes once the response is out.
 //
 // Timeouts are enforced by one sweeper task per server rather than a timer per read: each
 // connection publishes its deadline (a relaxed atomic store per read), and the sweeper shuts
@@ -45,6 +48,8 @@
 #include "arbor/http/request_parser.hpp"
 
 namespace arbor::http {
+
+class BlockPool;
 
 struct ServerOptions {
   Address listen = Address::loopback_v4(8080);
@@ -89,10 +94,17 @@ struct ServerCounters {
   std::uint64_t requests = 0;
   std::uint64_t parse_errors = 0;  // requests answered with 4xx/5xx by the parser
   std::uint64_t timeouts = 0;      // connections cut off by header_timeout or idle_timeout
+  // Connections holding a working buffer now (one with a request in hand); an idle one holds
+  // none. And the buffers kept free for reuse (at most kKeptBuffers).
+  std::uint64_t buffers_lent = 0;
+  std::uint64_t buffers_kept = 0;
 };
 
 class Server {
  public:
+  /// Free connection buffers (about 52 KB each with the default limits) the pool keeps.
+  static constexpr std::size_t kKeptBuffers = 32;
+
   /// Binds and listens. Errors: the address is in use, not available, etc.
   static Result<std::unique_ptr<Server>> bind(Runtime& runtime, ServerOptions options,
                                               Handler handler);
@@ -141,6 +153,7 @@ class Server {
   mutable std::mutex
       connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;
+  std::unique_ptr<BlockPool> blocks_;                 // the connections' working buffers
   std::mutex bodies_mutex_;                           // guards the two below
   std::vector<std::unique_ptr<char[]>> free_bodies_;  // capacity body_buffers: never grows
   std::size_t bodies_allocated_ = 0;

@@ -46,7 +46,8 @@ class TcpStream {
   }
   /// Waits until read_some would not wait (data, the peer's end, or an error is there),
   /// consuming nothing: a connection that waits this way pins no buffer (Tokio's readable()).
-  /// It counts as the pending read-side operation.
+  /// It counts as the pending read-side operation. Like any readiness it may, rarely, be
+  /// followed by a read that finds nothing yet and waits.
   detail::StatusAwaiter readable() noexcept {
     return detail::StatusAwaiter(socket_.engine(), socket_.ref(), io::OpKind::readable);
   }

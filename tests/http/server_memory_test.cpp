@@ -1,0 +1,149 @@
+// http::Server's working memory, in process, on every engine: a connection borrows its buffers
+// from the server's pool only while it has something of a request in hand, an idle one holds
+// none, and after a spike the pool keeps at most Server::kKeptBuffers and returns the rest.
+// Clients are blocking sockets on 127.0.0.1; the server stops through shutdown().
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "../runtime/runtime_support.hpp"
+#include "../sched/test_support.hpp"
+#include "arbor/http/server.hpp"
+
+namespace arbor::http {
+namespace {
+
+// A blocking client connection, closed by its destructor.
+class Client {
+ public:
+  explicit Client(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
+    timeval tv{10, 0};  // a safety bound, not synchronisation
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<std::uint16_t>(port));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+  }
+  ~Client() { ::close(fd_); }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+
+  bool connected() const { return connected_; }
+  bool send(const std::string& s) {
+    return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
+  }
+  // Reads until the reply ends with `tail` (the handler's body); false on EOF or timeout.
+  bool reply_ending_with(const std::string& tail) {
+    std::string got;
+    char buf[1024];
+    while (got.size() < tail.size() || got.compare(got.size() - tail.size(), tail.size(), tail)) {
+      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) return false;
+      got.append(buf, static_cast<std::size_t>(n));
+    }
+    return got.starts_with("HTTP/1.1 200");
+  }
+
+ private:
+  int fd_;
+  bool connected_ = false;
+};
+
+class HttpServerMemory : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    rt_ = test::make_runtime(GetParam());
+    ASSERT_TRUE(rt_);
+    ServerOptions options;
+    options.listen = Address::loopback_v4(0);
+    auto server = Server::bind(*rt_, options, [](const Request&, std::span<char>) -> Reply {
+      return {200, "text/plain", "fine", {}};
+    });
+    ASSERT_TRUE(server) << server.error().message();
+    server_ = std::move(*server);
+    running_ = rt_->spawn(server_->run());
+  }
+  void TearDown() override {
+    if (server_ == nullptr) return;
+    server_->shutdown();
+    running_.join_blocking();
+    EXPECT_EQ(server_->counters().buffers_lent, 0u) << "a connection kept its buffers";
+  }
+  int port() const { return server_->local_address().port(); }
+  std::uint64_t lent() const { return server_->counters().buffers_lent; }
+
+  std::unique_ptr<Runtime> rt_;
+  std::unique_ptr<Server> server_;
+  JoinHandle<void> running_;
+};
+
+const std::string kRequest = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
+
+// Idle keep-alive connections hold no buffer; each borrows one again for its next request,
+// and one with half a head keeps its buffer (its bytes are in it) until the head is whole.
+TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
+  constexpr int kClients = 40;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    ASSERT_TRUE(clients.back()->connected());
+    ASSERT_TRUE(clients.back()->send(kRequest));
+    ASSERT_TRUE(clients.back()->reply_ending_with("fine"));
+  }
+  // A reply arrives just before its connection gives the buffer back: wait for the last ones.
+  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
+      << lent() << " buffers still lent";
+  EXPECT_EQ(server_->counters().connections_active, static_cast<std::uint64_t>(kClients));
+  EXPECT_GE(server_->counters().buffers_kept, 1u);
+  EXPECT_LE(server_->counters().buffers_kept, Server::kKeptBuffers);
+
+  for (auto& c : clients) {
+    ASSERT_TRUE(c->send(kRequest));
+    ASSERT_TRUE(c->reply_ending_with("fine"));
+  }
+  ASSERT_TRUE(clients[0]->send("GET /x HTTP/1.1\r\nHo"));
+  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 1; })) << lent() << " lent, not 1";
+  ASSERT_TRUE(clients[0]->send("st: h\r\n\r\n"));
+  ASSERT_TRUE(clients[0]->reply_ending_with("fine"));
+  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
+      << lent() << " buffers still lent";
+  EXPECT_EQ(server_->counters().requests, 2u * kClients + 1);
+}
+
+// A spike: more connections with a request in hand at once than the pool keeps. Each holds a
+// buffer while its head is incomplete; once all are answered the pool keeps kKeptBuffers and
+// the rest went back to the OS.
+TEST_P(HttpServerMemory, AfterASpikeThePoolKeepsItsBoundAndReturnsTheRest) {
+  const int kClients = static_cast<int>(Server::kKeptBuffers) * 3;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    ASSERT_TRUE(clients.back()->connected());
+    ASSERT_TRUE(clients.back()->send("GET /x HTTP/1.1\r\n"));
+  }
+  ASSERT_TRUE(sched::test::eventually([&] {
+    return lent() == static_cast<std::uint64_t>(kClients);
+  })) << lent()
+      << " lent";
+  EXPECT_EQ(server_->counters().buffers_kept, 0u);
+  for (auto& c : clients) {
+    ASSERT_TRUE(c->send("Host: h\r\n\r\n"));
+    ASSERT_TRUE(c->reply_ending_with("fine"));
+  }
+  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
+      << lent() << " buffers still lent";
+  EXPECT_EQ(server_->counters().buffers_kept, Server::kKeptBuffers);
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, HttpServerMemory, ::testing::ValuesIn(test::engine_variants()),
+                         test::engine_name);
+
+}  // namespace
+}  // namespace arbor::http
