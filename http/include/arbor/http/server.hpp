@@ -132,6 +132,7 @@ class Server {
   Server(Runtime& runtime, ServerOptions options, Handler handler, TcpListener listener);
   Task<void> serve(TcpStream stream);
   Task<void> sweep();
+  void give_memory_back(std::uint64_t& peak) noexcept;
   void enlist(Watch& w) noexcept;
   void delist(Watch& w) noexcept;
   bool evict_idle() noexcept;
