@@ -66,7 +66,8 @@ void Server::Connection::Output::put_number(std::uint64_t n) noexcept {
 }
 
 std::size_t Server::Connection::block_size(const Limits& limits) noexcept {
-  return field_bytes(field_count(limits)) + in_capacity(limits) + kOutCapacity + kScratchCapacity;
+  return kBatchBytes + field_bytes(field_count(limits)) + in_capacity(limits) + kOutCapacity +
+         kScratchCapacity;
 }
 
 Server::Connection::Connection(Server& server, TcpStream& stream)
@@ -88,6 +89,7 @@ Server::Connection::~Connection() {
 
 void Server::Connection::give_back_buffers() noexcept {
   server_.blocks_->give(std::exchange(block_, nullptr));
+  batch_ = nullptr;
   in_ = nullptr;
   out_ = {nullptr, 0};
   scratch_ = {};
@@ -101,8 +103,9 @@ bool Server::Connection::take_buffers() noexcept {
   // Field is an implicit-lifetime aggregate of two trivially copyable views, and the parser
   // assigns each one before it reads it: the block's bytes need no construction per request
   // (which would write all max_fields of them, 3.2 KB by default, every time).
-  parser_.use_fields({reinterpret_cast<Field*>(block_), field_count_});
-  in_ = block_ + field_bytes(field_count_);
+  batch_ = new (block_) Batch;
+  parser_.use_fields({reinterpret_cast<Field*>(block_ + kBatchBytes), field_count_});
+  in_ = block_ + kBatchBytes + field_bytes(field_count_);
   out_ = {in_ + in_capacity_, kOutCapacity};
   scratch_ = {in_ + in_capacity_ + kOutCapacity, kScratchCapacity};
   return true;
@@ -246,7 +249,7 @@ bool Server::Connection::respond() {
 // Decides the reply to what parse() found, and consumes that request's head.
 void Server::Connection::answer() {
   // One clock read per batch, not per response.
-  if (answered_++ == 0) std::memcpy(date_, http_date().data(), kDateSize);
+  if (answered_++ == 0) std::memcpy(batch_->date, http_date().data(), kDateSize);
   keep_alive_ = false;
   version_minor_ = 1;
   bool head_only = false;
@@ -289,7 +292,7 @@ void Server::Connection::put_head() noexcept {
   out_.put("\r\nServer: ");
   out_.put(server_.options_.server_name);
   out_.put("\r\nDate: ");
-  out_.put({date_, kDateSize});
+  out_.put({batch_->date, kDateSize});
   if (!reply_.content_type.empty()) {
     out_.put("\r\nContent-Type: ");
     out_.put(reply_.content_type);
@@ -311,10 +314,10 @@ Task<Result<void>> Server::Connection::write() {
   // Emptied now, not after the write: nothing refills the buffer while the write is pending.
   const std::size_t size = std::exchange(out_.size, 0);
   if (spill_.empty()) return stream_.write_all(bytes(out_.data, size));
-  parts_[0] = {out_.data, size};
-  parts_[1] = {spill_.data(), spill_.size()};
+  batch_->parts[0] = {out_.data, size};
+  batch_->parts[1] = {spill_.data(), spill_.size()};
   spill_ = {};
-  return stream_.write_all(std::span<const io::ConstBuffer>(parts_));
+  return stream_.write_all(std::span<const io::ConstBuffer>(batch_->parts));
 }
 
 void Server::Connection::deadline() noexcept {

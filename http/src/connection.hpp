@@ -68,6 +68,16 @@ class Server::Connection {
   /// The size of the block a connection borrows under `limits`.
   static std::size_t block_size(const Limits& limits) noexcept;
 
+  /// What lives only while a batch of requests is answered: in the block, at its start, not in
+  /// every idle connection.
+  struct Batch {
+    io::ConstBuffer parts[2];  // write()'s gather list
+    char date[kDateSize];      // this batch's; a copy, as the thread-local cache stays behind
+  };
+  // The block's layout: Batch, the parser's fields, then the bytes (input, output, scratch).
+  static constexpr std::size_t kBatchBytes = (sizeof(Batch) + alignof(std::max_align_t) - 1) /
+                                             alignof(std::max_align_t) * alignof(std::max_align_t);
+
   /// True with a request, its body whole (or a parse error), for respond(); false once this
   /// read's batch is over (closing, or nothing complete left), which is when its answers are
   /// counted. A body that does not fit in the input buffer is read into a body buffer taken
@@ -119,8 +129,8 @@ class Server::Connection {
   Watch watch_;
   const std::size_t in_capacity_;
   const std::size_t field_count_;  // the parser's field storage, at the start of block_
-  // The parser's fields, input, output and scratch, in one block from the pool; null (and the
-  // three below with it) while idle.
+  // The batch state, the parser's fields, input, output and scratch, in one block from the
+  // pool; null (and the three below with it, and batch_) while idle.
   char* block_ = nullptr;
   char* in_ = nullptr;
   Output out_{nullptr, 0};
@@ -158,10 +168,10 @@ class Server::Connection {
   bool keep_alive_ = false;
   int version_minor_ = 1;
 
-  std::string_view spill_;  // a body too large for the output buffer, sent right behind it
-  io::ConstBuffer parts_[2];
+  std::string_view spill_;      // a body too large for the output buffer, sent right behind it
   std::uint64_t answered_ = 0;  // in this batch; added to the server's count once per batch
-  char date_[kDateSize];        // this batch's; a copy, as the thread-local cache stays behind
+
+  Batch* batch_ = nullptr;  // at the start of block_
 };
 
 // read()'s awaiter: the engine's receive, then the bookkeeping that has to follow it.
