@@ -303,6 +303,8 @@ void Server::Connection::put_head() noexcept {
     out_.put("\r\nAllow: ");
     out_.put(reply_.allow);
   }
+  if (failed_ && reply_.status == 503)  // no body buffer free: a moment's wait may find one
+    out_.put("\r\nRetry-After: 1");
   if (!keep_alive_)
     out_.put("\r\nConnection: close");
   else if (version_minor_ == 0)

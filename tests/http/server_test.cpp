@@ -492,6 +492,12 @@ TEST_P(HttpServer, ABodyNoBodyBufferCanTakeGets503AndTheReplyArrives) {
   expect_reply_survives_unread_body(
       server().port(), "POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n", 100'000,
       503);
+  // And it says when to try again (RFC 9110 §10.2.3).
+  Client c(server().port());
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n\r\n"));
+  const Response r = c.read_response();
+  EXPECT_EQ(r.status, 503);
+  EXPECT_EQ(r.field("Retry-After"), "1");
 }
 
 TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
