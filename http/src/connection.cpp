@@ -356,6 +356,10 @@ Server::Connection::Read Server::Connection::read() noexcept {
     std::memmove(in_, in_ + begin_, end_ - begin_);
     end_ -= begin_;
     begin_ = 0;
+    // A partial head's views (method, target, path) still point where its bytes were, which
+    // this read may overwrite: the parser starts over on them where they are now (once per
+    // read, at most max_head bytes; they parse the same way).
+    parser_.reset();
   }
   return Read(stream_, std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_)), end_);
 }

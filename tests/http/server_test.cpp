@@ -305,6 +305,32 @@ TEST_P(HttpServer, PipelinedRequestsAreAnsweredInOrder) {
   EXPECT_EQ(c.read_response().status, 200);
 }
 
+// A pipelined request whose request line came in one read, behind a complete request, and
+// the rest of its head in the next: the read moves its bytes to the front of the buffer, and
+// the request must be routed by those bytes, not by what the next read put where they were.
+// The client reads the first reply before sending the rest, so the split is a read boundary.
+TEST_P(HttpServer, APipelinedHeadSplitAcrossReadsKeepsItsTarget) {
+  start();
+  const std::string plaintext = get("/plaintext");
+  const std::string split_at = "GET /plaintext HTTP/1.1\r\nHo";
+  const std::string echo_1 =
+      "POST /echo HTTP/1.1\r\nHost: test\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n";
+  for (const std::string& first : {get("/json"), echo_1}) {
+    Client c(server().port());
+    ASSERT_TRUE(c.connected());
+    ASSERT_TRUE(c.send(first + split_at));
+    const Response r = c.read_response();  // the first request's: its read is over
+    ASSERT_EQ(r.status, 200);
+    // What follows overwrites where the split head was before the read moved it.
+    ASSERT_TRUE(c.send(plaintext.substr(split_at.size()) + get("/json") + get("/json")));
+    const Response split = c.read_response();
+    EXPECT_EQ(split.status, 200) << first;
+    EXPECT_EQ(split.body, "Hello, World!") << first;
+    EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+    EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
+  }
+}
+
 TEST_P(HttpServer, ARequestSentByteByByteIsAnswered) {
   start();
   Client c(server().port());
