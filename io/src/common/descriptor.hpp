@@ -169,10 +169,7 @@ class DescriptorPool {
       free_ = d->next_free;
       return static_cast<D*>(d);
     }
-    if (made_ % kSlab == 0) {
-      slabs_.reserve(slabs_.size() + 1);  // may throw: before anything changes
-      slabs_.push_back(std::make_unique<D[]>(kSlab));
-    }
+    if (made_ % kSlab == 0) slabs_.push_back(std::make_unique<D[]>(kSlab));  // may throw: first
     D* d = &slabs_.back()[made_ % kSlab];
     ++made_;
     return d;
