@@ -151,6 +151,10 @@ void spawned_finished(Runtime& runtime) noexcept {
   runtime.task_finished();
 }
 
+void submit_to_workers(Runtime& runtime, sched::WorkItem& item) noexcept {
+  runtime.scheduler().submit(item, /*prefer_local=*/false);
+}
+
 void report_unobserved(const std::exception_ptr& error) noexcept {
   unobserved_exceptions.fetch_add(1, std::memory_order_relaxed);
   try {
