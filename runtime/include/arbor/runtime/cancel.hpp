@@ -10,18 +10,24 @@
 //
 // The protocol for a cancellable awaitable (every awaitable arbor ships follows it; yield()
 // is exempt because it waits for nothing):
-//   1. In await_suspend(h): `auto token = arbor::stop_token_of(h);` If
+//   1. In `template <class P> await_suspend(std::coroutine_handle<P> h)` (the promise type
+//      says which task it is; a std::coroutine_handle<> does not, and does not compile):
+//      `auto token = arbor::stop_token_of(h);` If
 //      token.stop_requested(), do not suspend: complete with operation_canceled.
 //   2. Register a std::stop_callback on the token (when token.stop_possible()) BEFORE making
 //      the wait visible to whoever completes it: once visible, the completer may resume the
 //      task on another thread, after which the awaiter must not be touched.
-//   3. Exactly one of "completed" and "cancelled" resumes the task: decide with one atomic
-//      exchange/CAS on the awaiter's state. The callback runs on whichever thread requested
+//   3. Exactly one of "completed" and "cancelled" resumes the task: decide under the lock
+//      that guards the wait (or with one atomic exchange/CAS on the awaiter's state). The
+//      callback may run before the wait is visible: record "cancelled" so that await_suspend,
+//      which checks it under the same lock, does not suspend. The callback runs on whichever thread requested
 //      stop (possibly inside the registration, possibly main()), so it must not resume the task
-//      inline: it hands it to the workers with arbor::resume_on_workers (or, for a wait the
+//      inline: it hands it to the workers with an arbor::Resumer (or, for a wait the
 //      engine completes, cancels the engine operation, which then completes normally).
 //   4. In await_resume, destroy the callback first (its destructor waits for a callback still
 //      running on another thread), then return the result.
+//   5. Be move-constructible until awaited: with_timeout and when_any move the awaitable into
+//      a frame of their own. (Once suspended it is pinned: the callback points at it.)
 // docs/guide.md has a complete example (a one-shot gate) and tests/runtime/cancel_test.cpp
 // tests it.
 //
@@ -35,6 +41,7 @@
 
 #include <coroutine>
 #include <stop_token>
+#include <type_traits>
 
 #include "arbor/runtime/join_handle.hpp"
 #include "arbor/runtime/task.hpp"
@@ -43,24 +50,52 @@
 namespace arbor {
 
 /// The stop token of the task behind `h` (what an awaitable's await_suspend calls). A
-/// coroutine that is not an arbor task gets a token that never stops.
+/// coroutine that is not an arbor task gets a token that never stops. `h` must keep its
+/// promise type: write `template <class P> bool await_suspend(std::coroutine_handle<P> h)`.
 template <class P>
+  requires(!std::is_void_v<P>)
 std::stop_token stop_token_of(std::coroutine_handle<P> h) noexcept {
   return detail::context_of(h).token;
 }
+/// A type-erased handle no longer says which task it is: a compile error rather than a token
+/// that silently never stops.
+std::stop_token stop_token_of(std::coroutine_handle<> h) = delete;
 
-/// The runtime the task behind `h` runs on, or nullptr outside one.
+/// The runtime the task behind `h` runs on, or nullptr outside one (same rule for `h`).
 template <class P>
+  requires(!std::is_void_v<P>)
 Runtime* runtime_of(std::coroutine_handle<P> h) noexcept {
   return detail::context_of(h).runtime;
 }
+Runtime* runtime_of(std::coroutine_handle<> h) = delete;
 
-/// Queues `item` to run on `runtime`'s workers: how a stop callback (or any thread that is not
-/// a worker) wakes a task. `item` must stay alive until it has run; if the workers are
-/// stopping it runs at once, on this thread, as Disposition::dropped.
-inline void resume_on_workers(Runtime& runtime, sched::WorkItem& item) noexcept {
-  detail::submit_to_workers(runtime, item);
-}
+/// Resumes a task on its runtime's workers, from any thread: what a stop callback (which runs
+/// on whichever thread requested stop) or a foreign thread uses to wake a task. Embed one in
+/// the awaiter; it must stay alive until the task has resumed (it does: the awaiter lives in
+/// the suspended task's frame). If the workers are stopping, the task resumes at once, on the
+/// calling thread, so that it can see its cancelled token and end.
+class Resumer {
+ public:
+  Resumer() = default;
+  Resumer(const Resumer&) = delete;
+  Resumer& operator=(const Resumer&) = delete;
+
+  /// Queues `task` to resume on `runtime`'s workers. One schedule() per suspension.
+  void schedule(Runtime& runtime, std::coroutine_handle<> task) noexcept {
+    item_.task = task;
+    detail::submit_to_workers(runtime, item_);
+  }
+
+ private:
+  struct Item : sched::WorkItem {
+    Item() noexcept : sched::WorkItem(&run) {}
+    static void run(sched::WorkItem* self, sched::Disposition) noexcept {
+      static_cast<Item*>(self)->task.resume();
+    }
+    std::coroutine_handle<> task;
+  };
+  Item item_;
+};
 
 namespace this_task {
 
