@@ -143,12 +143,13 @@ TEST(Cancel, OpenRacesAbortAcrossWorkers) {
   for (int i = 0; i < kRounds; ++i) {
     Gate gate;
     auto h = rt->spawn_abortable(wait_on(gate));
-    rt->spawn([](Gate& g) -> Task<> {
-        g.open();
-        co_return;
-      }(gate)).detach();
+    auto opener = rt->spawn([](Gate& g) -> Task<> {
+      g.open();
+      co_return;
+    }(gate));
     h.abort();
     auto r = h.join_blocking();
+    opener.join_blocking();  // the gate must outlive its opener
     (r ? opened : cancelled) += 1;
     if (!r) EXPECT_EQ(r.error(), kCanceled);
   }
