@@ -27,15 +27,10 @@ arbor::Task<> trivial() {
 
 arbor::Task<> spawner(arbor::Runtime& rt, std::int64_t n, bool abortable) {
   for (std::int64_t i = 0; i < n; ++i) {
-#ifdef ARBOR_HAS_SPAWN_ABORTABLE
-    if (abortable) {
+    if (abortable)
       rt.spawn_abortable(trivial()).detach();
-      continue;
-    }
-#else
-    (void)abortable;
-#endif
-    rt.spawn(trivial()).detach();
+    else
+      rt.spawn(trivial()).detach();
   }
   co_return;
 }

@@ -120,8 +120,9 @@ void Runtime::shutdown() noexcept {
       return live_.load(std::memory_order_acquire) == 0;
     });
     if (!finished)
-      io::log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
-                live_.load(), options_.shutdown_timeout.count());
+      io::log::warn(
+          "shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
+          live_.load(), options_.shutdown_timeout.count());
   }
   engine_->stop();
   scheduler_->stop();

@@ -103,7 +103,8 @@ TEST(Cancel, ShutdownWakesAUserAwaitableUnderTheRootContext) {
   std::atomic<bool> cancelled{false};
   rt->spawn([](Gate& g, std::atomic<bool>& c) -> Task<> {
       c = (co_await g.wait()).error() == kCanceled;
-    }(gate, cancelled)).detach();
+    }(gate, cancelled))
+      .detach();
   rt->shutdown();
   EXPECT_EQ(rt->live_tasks(), 0);
   EXPECT_TRUE(cancelled);
@@ -129,8 +130,9 @@ TEST(Cancel, AJoinIsInterruptedAndTheHandleStaysUsable) {
   outer.abort();
   EXPECT_TRUE(outer.join_blocking());
   gate.open();
-  EXPECT_EQ(rt->block_on([](JoinHandle<int> h) -> Task<int> { co_return co_await std::move(h); }(
-                std::move(inner))),
+  EXPECT_EQ(rt->block_on([](JoinHandle<int> h) -> Task<int> {
+    co_return co_await std::move(h);
+  }(std::move(inner))),
             7);
 }
 
@@ -159,9 +161,8 @@ TEST(Cancel, OpenRacesAbortAcrossWorkers) {
 TEST(Timeout, InterruptsAUserAwaitable) {
   auto rt = test::make_runtime("auto");
   Gate gate;
-  auto r = rt->block_on([](Gate& g) -> Task<Result<void>> {
-    co_return co_await with_timeout(1ms, g.wait());
-  }(gate));
+  auto r = rt->block_on(
+      [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1ms, g.wait()); }(gate));
   EXPECT_EQ(r.error(), kTimedOut);
 }
 
@@ -214,9 +215,8 @@ TEST(Timeout, InterruptsAnIoAwaiter) {
 TEST(Timeout, CancellingTheCallerCancelsTheAwaitable) {
   auto rt = test::make_runtime("auto");
   Gate gate;
-  auto h = rt->spawn_abortable([](Gate& g) -> Task<Result<void>> {
-    co_return co_await with_timeout(1h, g.wait());
-  }(gate));
+  auto h = rt->spawn_abortable(
+      [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1h, g.wait()); }(gate));
   h.abort();
   EXPECT_EQ(h.join_blocking().error(), kCanceled);
 }

@@ -187,7 +187,8 @@ TEST(TaskGroup, ShutdownCancelsAGroup) {
           g.spawn(until_cancelled(c));
         co_return;
       });
-    }(cancelled)).detach();
+    }(cancelled))
+      .detach();
   rt->shutdown();
   EXPECT_EQ(rt->live_tasks(), 0);
   EXPECT_EQ(cancelled.load(), 4);

@@ -34,9 +34,10 @@ TEST(WhenAny, FirstToFinishWinsAndTheOthersAreCancelledBeforeItReturns) {
   auto rt = test::make_runtime("auto");
   Gate never;
   std::atomic<int> cancelled{0};
-  auto r = rt->block_on([](Gate& g, std::atomic<int>& c) -> Task<std::variant<Result<void>, std::string>> {
-    co_return co_await when_any(loser(g, c), text("won"));
-  }(never, cancelled));
+  auto r = rt->block_on(
+      [](Gate& g, std::atomic<int>& c) -> Task<std::variant<Result<void>, std::string>> {
+        co_return co_await when_any(loser(g, c), text("won"));
+      }(never, cancelled));
   ASSERT_EQ(r.index(), 1u);
   EXPECT_EQ(std::get<1>(r), "won");
   EXPECT_EQ(cancelled.load(), 1);  // finished before when_any returned: no task outlived it
@@ -100,9 +101,7 @@ TEST(WhenAny, CancellingTheCallerCancelsAll) {
 
 TEST(WhenAny, EmptyVectorIsAnError) {
   auto rt = test::make_runtime("auto");
-  EXPECT_THROW(rt->block_on([]() -> Task<> {
-    co_await when_any(std::vector<Task<int>>{});
-  }()),
+  EXPECT_THROW(rt->block_on([]() -> Task<> { co_await when_any(std::vector<Task<int>>{}); }()),
                std::invalid_argument);
 }
 

@@ -20,9 +20,9 @@
 //   3. Exactly one of "completed" and "cancelled" resumes the task: decide under the lock
 //      that guards the wait (or with one atomic exchange/CAS on the awaiter's state). The
 //      callback may run before the wait is visible: record "cancelled" so that await_suspend,
-//      which checks it under the same lock, does not suspend. The callback runs on whichever thread requested
-//      stop (possibly inside the registration, possibly main()), so it must not resume the task
-//      inline: it hands it to the workers with an arbor::Resumer (or, for a wait the
+//      which checks it under the same lock, does not suspend. The callback runs on whichever thread
+//      requested stop (possibly inside the registration, possibly main()), so it must not resume
+//      the task inline: it hands it to the workers with an arbor::Resumer (or, for a wait the
 //      engine completes, cancels the engine operation, which then completes normally).
 //   4. In await_resume, destroy the callback first (its destructor waits for a callback still
 //      running on another thread), then return the result.
@@ -53,8 +53,8 @@ namespace arbor {
 /// coroutine that is not an arbor task gets a token that never stops. `h` must keep its
 /// promise type: write `template <class P> bool await_suspend(std::coroutine_handle<P> h)`.
 template <class P>
-  requires(!std::is_void_v<P>)
-std::stop_token stop_token_of(std::coroutine_handle<P> h) noexcept {
+requires(!std::is_void_v<P>) std::stop_token stop_token_of(std::coroutine_handle<P> h)
+noexcept {
   return detail::context_of(h).token;
 }
 /// A type-erased handle no longer says which task it is: a compile error rather than a token
@@ -63,8 +63,7 @@ std::stop_token stop_token_of(std::coroutine_handle<> h) = delete;
 
 /// The runtime the task behind `h` runs on, or nullptr outside one (same rule for `h`).
 template <class P>
-  requires(!std::is_void_v<P>)
-Runtime* runtime_of(std::coroutine_handle<P> h) noexcept {
+requires(!std::is_void_v<P>) Runtime* runtime_of(std::coroutine_handle<P> h) noexcept {
   return detail::context_of(h).runtime;
 }
 Runtime* runtime_of(std::coroutine_handle<> h) = delete;

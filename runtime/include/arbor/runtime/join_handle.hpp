@@ -100,8 +100,9 @@ std::coroutine_handle<> finish(std::coroutine_handle<Promise> h) noexcept {
   if (p.done.exchange(1, std::memory_order_acq_rel) == 2) sync::futex_wake_all(p.done);
   release(h);  // may free the frame: nothing below touches it
   if (runtime != nullptr) spawned_finished(*runtime);
-  return waiter != nullptr && waiter != kJoinCancelled ? std::coroutine_handle<>::from_address(waiter)
-                                                       : std::noop_coroutine();
+  return waiter != nullptr && waiter != kJoinCancelled
+             ? std::coroutine_handle<>::from_address(waiter)
+             : std::noop_coroutine();
 }
 
 template <class T>

@@ -185,7 +185,8 @@ Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, T
     try {
       std::rethrow_exception(error);
     } catch (const std::system_error& e) {
-      if (e.code() == std::errc::operation_canceled) co_return make_error_code(std::errc::timed_out);
+      if (e.code() == std::errc::operation_canceled)
+        co_return make_error_code(std::errc::timed_out);
     } catch (...) {
     }
   }

@@ -4,8 +4,9 @@
 //   std::vector<int> r = co_await arbor::when_all(std::move(tasks));   // vector, in order
 //
 // Each task is spawned (so they run in parallel on the workers) under the caller's context:
-// cancelling the caller cancels them, and when_all still returns only after all have ended. Every task is waited for even if one throws; then the
-// first exception (in argument order) is rethrown. void results appear as std::monostate.
+// cancelling the caller cancels them, and when_all still returns only after all have ended. Every
+// task is waited for even if one throws; then the first exception (in argument order) is rethrown.
+// void results appear as std::monostate.
 #pragma once
 
 #include <exception>

@@ -82,9 +82,8 @@ Winner race_result(Race<Winner>& race) {
 /// Races the awaitables (Tasks or any awaitables; moved in). Returns a std::variant whose
 /// index() is the winner's position and whose alternative holds its value.
 template <class... As>
-  requires(sizeof...(As) > 0)
-Task<std::variant<detail::non_void_t<std::remove_cvref_t<detail::await_result_t<As>>>...>> when_any(
-    As... awaitables) {
+requires(sizeof...(As) > 0) Task<std::variant<detail::non_void_t<
+    std::remove_cvref_t<detail::await_result_t<As>>>...>> when_any(As... awaitables) {
   using Winner =
       std::variant<detail::non_void_t<std::remove_cvref_t<detail::await_result_t<As>>>...>;
   const TaskContext& ctx = detail::require_runtime(co_await detail::CurrentContext{});
@@ -95,7 +94,8 @@ Task<std::variant<detail::non_void_t<std::remove_cvref_t<detail::await_result_t<
             detail::as_task(std::move(awaitables)), race,
             [](auto&& v) { return Winner(std::in_place_index<I>, std::forward<decltype(v)>(v)); }),
         &race.scope.context())...);
-  }(std::index_sequence_for<As...>{});
+  }
+  (std::index_sequence_for<As...>{});
   co_await [&]<std::size_t... I>(std::index_sequence<I...>)->Task<void> {
     (co_await std::move(std::get<I>(handles)).join_uninterruptibly(), ...);
   }
