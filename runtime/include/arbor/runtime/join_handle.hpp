@@ -161,9 +161,11 @@ class [[nodiscard]] JoinHandle {
     return handle_ && handle_.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
   }
 
-  /// Awaiting a handle. Interruptible: a cancelled joiner stops waiting and gets
+  /// Awaiting a handle. Interruptible: a joiner whose scope (with_timeout, when_any, a task
+  /// group, its own abort) is cancelled stops waiting and gets
   /// std::system_error(operation_canceled); the task runs on and the handle stays valid (await
-  /// it again, abort it, or drop it). The internal joins of when_all/when_any are not
+  /// it again, abort it, or drop it). Runtime shutdown alone does not interrupt a join: it
+  /// cancels the joined task too, which then ends. The internal joins of when_all/when_any are not
   /// interruptible: they must outlive their children.
   template <bool Interruptible>
   class AwaiterT {
@@ -179,12 +181,15 @@ class [[nodiscard]] JoinHandle {
     bool await_suspend(std::coroutine_handle<P> joiner) noexcept {
       auto& waiter = handle_.promise().waiter;
       if constexpr (Interruptible) {
+        // Under the runtime's shared token a join is not interrupted: registering a callback
+        // there is a lock every worker would contend for, per join, and what stops that token
+        // (shutdown) cancels the joined task as well, so the join ends promptly anyway.
         const TaskContext& ctx = detail::context_of(joiner);
-        if (ctx.token.stop_requested()) {
-          cancelled_ = true;
-          return false;
-        }
-        if (ctx.runtime != nullptr && ctx.token.stop_possible()) {
+        if (ctx.runtime != nullptr && ctx.needs_callback()) {
+          if (ctx.token.stop_requested()) {
+            cancelled_ = true;
+            return false;
+          }
           wake_.joiner = joiner;
           runtime_ = ctx.runtime;
           // Registered before we publish ourselves: once published, the task may resume us
