@@ -120,8 +120,9 @@ void Runtime::shutdown() noexcept {
       return live_.load(std::memory_order_acquire) == 0;
     });
     if (!finished)
-      io::log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
-                live_.load(), options_.shutdown_timeout.count());
+      io::log::warn(
+          "shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
+          live_.load(), options_.shutdown_timeout.count());
   }
   engine_->stop();
   scheduler_->stop();
@@ -149,6 +150,10 @@ std::uint64_t unobserved_task_exceptions() noexcept {
 namespace detail {
 void spawned_finished(Runtime& runtime) noexcept {
   runtime.task_finished();
+}
+
+void submit_to_workers(Runtime& runtime, sched::WorkItem& item) noexcept {
+  runtime.scheduler().submit(item, /*prefer_local=*/false);
 }
 
 void report_unobserved(const std::exception_ptr& error) noexcept {

@@ -5,13 +5,13 @@
 // before its socket was closed, it completes with operation_canceled rather than run on whatever
 // socket the descriptor serves by then.
 //
-// await_suspend registers a stop_callback on the task's stop_token first, then starts the
-// operation. If the token fires before the start, the engine sees cancel_requested and
-// finishes the operation inline with -ECANCELED; if it fires while the operation is pending,
-// the engine completes it early. Under the runtime's own token no callback is registered:
-// Runtime::request_stop() cancels through Engine::cancel_all() instead (see TaskContext). Once
-// start() reports "pending", the completion may resume the task on another worker immediately, so
-// nothing touches the awaiter after that.
+// Cancellation follows cancel.hpp's protocol: await_suspend registers a stop_callback on the task's
+// stop_token first, then starts the operation. If the token fires before the start, the engine sees
+// cancel_requested and finishes the operation inline with -ECANCELED; if it fires while the
+// operation is pending, the engine completes it early. Under the runtime's own token no callback is
+// registered: Runtime::request_stop() cancels through Engine::cancel_all() instead (see
+// TaskContext). Once start() reports "pending", the completion may resume the task on another
+// worker immediately, so nothing touches the awaiter after that.
 #pragma once
 
 #include <coroutine>
@@ -36,6 +36,16 @@ class IoAwaiter {
     op_.data = buffer;
     op_.size = length;
     op_.address = address;
+    op_.context = this;
+  }
+  /// Only before it is awaited (e.g. into with_timeout's frame): a started operation is pinned.
+  IoAwaiter(IoAwaiter&& other) noexcept : engine_(other.engine_) {
+    op_.descriptor = other.op_.descriptor;
+    op_.generation = other.op_.generation;
+    op_.kind = other.op_.kind;
+    op_.data = other.op_.data;
+    op_.size = other.op_.size;
+    op_.address = other.op_.address;
     op_.context = this;
   }
   IoAwaiter(const IoAwaiter&) = delete;

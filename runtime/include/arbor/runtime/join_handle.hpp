@@ -6,9 +6,16 @@
 // std::move(handle)` waits for the result; dropping the handle detaches the task.
 //
 // Synchronisation: `waiter` is one word — nullptr (running, nobody waiting), the awaiting
-// coroutine's address, or kDone. The finishing task exchanges kDone in (acq_rel: it publishes
-// the result and sees the waiter); a joiner CASes its address in, or finds kDone and
-// continues at once. `refs` starts at 2 (task + handle); the last release destroys the frame.
+// coroutine's address, kDone, or kJoinCancelled (a joiner was cancelled before it could
+// suspend). The finishing task exchanges kDone in (acq_rel: it publishes the result and sees
+// the waiter); a joiner CASes its address in, or finds kDone and continues at once. A joiner's
+// stop callback takes its address back out with a CAS, so exactly one of "finished" and
+// "cancelled" resumes it. `refs` starts at 2 (task + handle); the last release destroys the
+// frame.
+//
+// Abort: a task spawned with Runtime::spawn_abortable owns a StopScope (its own stop_source,
+// linked to the runtime's), which abort() stops. Plain spawn() tasks have none and pay nothing:
+// their IO keeps the runtime's callback-free cancellation (see TaskContext::engine_cancels).
 //
 // An exception nobody takes is not lost: joining takes it out of the frame, and a frame
 // destroyed with one still in it (its handle was dropped without joining) reports it once —
@@ -20,6 +27,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <stop_token>
+#include <system_error>
 #include <variant>
 
 #include "arbor/runtime/task.hpp"
@@ -31,6 +43,7 @@ namespace arbor {
 namespace detail {
 
 inline void* const kDone = reinterpret_cast<void*>(std::uintptr_t{1});
+inline void* const kJoinCancelled = reinterpret_cast<void*>(std::uintptr_t{2});
 
 struct SpawnCore {
   sched::WorkItem start{nullptr};
@@ -40,10 +53,13 @@ struct SpawnCore {
   // (so finishing costs a futex wake only when someone is actually asleep).
   std::atomic<std::uint32_t> done{0};
   Runtime* runtime = nullptr;
+  std::unique_ptr<StopScope> scope;  // abortable tasks only: the context they run under
 };
 static_assert(offsetof(SpawnCore, start) == 0, "sched::owner_of<SpawnCore> needs start first");
 
 void spawned_finished(Runtime& runtime) noexcept;
+/// Queues `item` on `runtime`'s workers (or runs it inline, dropped, if they are stopping).
+void submit_to_workers(Runtime& runtime, sched::WorkItem& item) noexcept;
 void report_unobserved(const std::exception_ptr& error) noexcept;
 
 template <class T>
@@ -84,7 +100,9 @@ std::coroutine_handle<> finish(std::coroutine_handle<Promise> h) noexcept {
   if (p.done.exchange(1, std::memory_order_acq_rel) == 2) sync::futex_wake_all(p.done);
   release(h);  // may free the frame: nothing below touches it
   if (runtime != nullptr) spawned_finished(*runtime);
-  return waiter != nullptr ? std::coroutine_handle<>::from_address(waiter) : std::noop_coroutine();
+  return waiter != nullptr && waiter != kJoinCancelled
+             ? std::coroutine_handle<>::from_address(waiter)
+             : std::noop_coroutine();
 }
 
 template <class T>
@@ -143,20 +161,122 @@ class [[nodiscard]] JoinHandle {
     return handle_ && handle_.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
   }
 
-  struct Awaiter {
-    handle_type handle;
+  /// Awaiting a handle. Interruptible: a joiner whose scope (with_timeout, when_any, a task
+  /// group, its own abort) is cancelled stops waiting and gets
+  /// std::system_error(operation_canceled); the task runs on and the handle stays valid (await
+  /// it again, abort it, or drop it). Runtime shutdown alone does not interrupt a join: it
+  /// cancels the joined task too, which then ends. The internal joins of when_all/when_any are not
+  /// interruptible: they must outlive their children.
+  template <bool Interruptible>
+  class AwaiterT {
+   public:
+    explicit AwaiterT(handle_type handle) noexcept : handle_(handle) {}
+    AwaiterT(const AwaiterT&) = delete;
+    AwaiterT& operator=(const AwaiterT&) = delete;
+
     bool await_ready() const noexcept {
-      return handle.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
+      return handle_.promise().waiter.load(std::memory_order_acquire) == detail::kDone;
     }
-    bool await_suspend(std::coroutine_handle<> joiner) noexcept {
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> joiner) noexcept {
+      auto& waiter = handle_.promise().waiter;
+      if constexpr (Interruptible) {
+        // Under the runtime's shared token a join is not interrupted: registering a callback
+        // there is a lock every worker would contend for, per join, and what stops that token
+        // (shutdown) cancels the joined task as well, so the join ends promptly anyway.
+        const TaskContext& ctx = detail::context_of(joiner);
+        if (ctx.runtime != nullptr && ctx.needs_callback()) {
+          if (ctx.token.stop_requested()) {
+            cancelled_ = true;
+            return false;
+          }
+          wake_.joiner = joiner;
+          runtime_ = ctx.runtime;
+          // Registered before we publish ourselves: once published, the task may resume us
+          // on another thread at any moment, so nothing may touch this awaiter after.
+          cancel_.emplace(ctx.token, Cancel{this});
+        }
+      }
       void* expected = nullptr;
-      return handle.promise().waiter.compare_exchange_strong(
-          expected, joiner.address(), std::memory_order_acq_rel, std::memory_order_acquire);
+      if (waiter.compare_exchange_strong(expected, joiner.address(), std::memory_order_acq_rel,
+                                         std::memory_order_acquire))
+        return true;
+      // kDone (finished: take the result) or kJoinCancelled (our callback ran first).
+      if constexpr (Interruptible) cancelled_ = expected == detail::kJoinCancelled;
+      return false;
     }
-    T await_resume() { return take(handle); }
+    T await_resume() {
+      if constexpr (Interruptible) {
+        cancel_.reset();  // waits for our callback if it is running on another thread
+        if (cancelled_) {
+          // Let the handle be awaited again: put back "nobody waiting" unless it finished.
+          void* expected = detail::kJoinCancelled;
+          handle_.promise().waiter.compare_exchange_strong(expected, nullptr,
+                                                           std::memory_order_acq_rel);
+          throw std::system_error(std::make_error_code(std::errc::operation_canceled),
+                                  "arbor: join cancelled");
+        }
+      }
+      return take(handle_);
+    }
+
+   private:
+    struct Cancel {
+      AwaiterT* self;
+      void operator()() const noexcept { self->on_stop(); }
+    };
+    void on_stop() noexcept {
+      auto& waiter = handle_.promise().waiter;
+      void* w = waiter.load(std::memory_order_acquire);
+      for (;;) {
+        if (w == detail::kDone || w == detail::kJoinCancelled) return;  // the finisher resumes
+        void* next = w == nullptr ? detail::kJoinCancelled : nullptr;
+        if (!waiter.compare_exchange_weak(w, next, std::memory_order_acq_rel,
+                                          std::memory_order_acquire))
+          continue;
+        if (w == nullptr) return;  // not suspended yet: await_suspend will see kJoinCancelled
+        // We took our address back: nobody else will resume us. Not inline: a stop callback
+        // runs on whichever thread requested stop, and a task runs only on the workers.
+        cancelled_ = true;
+        detail::submit_to_workers(*runtime_, wake_);
+        return;
+      }
+    }
+    struct Wake : sched::WorkItem {
+      Wake() noexcept : sched::WorkItem(&run) {}
+      static void run(sched::WorkItem* item, sched::Disposition) noexcept {
+        static_cast<Wake*>(item)->joiner.resume();
+      }
+      std::coroutine_handle<> joiner;
+    };
+
+    handle_type handle_;
+    Wake wake_;
+    Runtime* runtime_ = nullptr;
+    bool cancelled_ = false;
+    std::optional<std::stop_callback<Cancel>> cancel_;
   };
-  /// Waits for the task's result (rethrows its exception). The handle is spent afterwards.
+  using Awaiter = AwaiterT<true>;
+
+  /// Waits for the task's result (rethrows its exception). The handle is spent afterwards,
+  /// unless the wait was cancelled (see AwaiterT).
   Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
+  /// Waits for the task without being interruptible by the awaiter's cancellation (for scopes
+  /// that must outlive their children).
+  AwaiterT<false> join_uninterruptibly() && noexcept { return AwaiterT<false>{handle_}; }
+
+  /// Cancels the task: its pending and later operations complete with operation_canceled, and
+  /// so do those of every task it awaits or runs with when_all/when_any or in a task group.
+  /// The task still runs to its end (which it reaches promptly if it follows cancel.hpp's
+  /// protocol); the frame goes when both it has ended and the handle is gone. Thread-safe;
+  /// idempotent. Only for tasks started with Runtime::spawn_abortable: on any other handle it
+  /// throws std::logic_error (a plain spawn has no stop source of its own, see above).
+  void abort() const {
+    if (!abortable()) throw std::logic_error("arbor: abort() on a task not spawned abortable");
+    handle_.promise().scope->request_stop();
+  }
+  /// Whether abort() can cancel this task (it was started with Runtime::spawn_abortable).
+  bool abortable() const noexcept { return handle_ && handle_.promise().scope != nullptr; }
 
   /// Blocks the calling thread (never a worker) until the task ends; returns its result.
   T join_blocking() {

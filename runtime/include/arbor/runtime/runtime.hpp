@@ -64,21 +64,24 @@ class Runtime {
     return spawn_in(std::move(task), &root_);
   }
 
+  /// Like spawn(), but the handle's abort() cancels this one task (and everything it awaits).
+  /// Costs a stop source per task and a stop callback per pending operation, which plain
+  /// spawn() avoids; the task is still cancelled by shutdown like every other.
+  template <class T>
+  JoinHandle<T> spawn_abortable(Task<T> task) {
+    return spawn_abortable_in(std::move(task), root_);
+  }
+  /// spawn_abortable() under `outer` (which must outlive the task): stopping `outer` also
+  /// cancels the task.
+  template <class T>
+  JoinHandle<T> spawn_abortable_in(Task<T> task, const TaskContext& outer) {
+    return start(std::move(task), nullptr, std::make_unique<detail::StopScope>(outer));
+  }
+
   /// Like spawn(), but the task runs under `context` (which must outlive it).
   template <class T>
   JoinHandle<T> spawn_in(Task<T> task, const TaskContext* context) {
-    auto spawned = detail::run_spawned(std::move(task));
-    auto h = spawned.handle;
-    auto& p = h.promise();
-    p.set_context(context);
-    p.runtime = this;
-    p.start.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
-    live_.fetch_add(1, std::memory_order_relaxed);
-    const bool local = sched::Scheduler::current() == scheduler_.get();
-    // Refused (the scheduler is stopping): submit has already dropped the start item, which
-    // resumes the task here; it must not be dropped again (see Scheduler::submit).
-    scheduler_->submit(p.start, local);
-    return JoinHandle<T>(h);
+    return start(std::move(task), context, nullptr);
   }
 
   /// Cancels every task's pending and later operations (they complete with
@@ -103,6 +106,28 @@ class Runtime {
 
  private:
   friend void detail::spawned_finished(Runtime& runtime) noexcept;
+
+  // Starts `task` under `scope`'s context if given (the frame owns the scope), else `context`.
+  template <class T>
+  JoinHandle<T> start(Task<T> task, const TaskContext* context,
+                      std::unique_ptr<detail::StopScope> scope) {
+    auto spawned = detail::run_spawned(std::move(task));
+    auto h = spawned.handle;
+    auto& p = h.promise();
+    if (scope != nullptr) {
+      context = &scope->context();
+      p.scope = std::move(scope);
+    }
+    p.set_context(context);
+    p.runtime = this;
+    p.start.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
+    live_.fetch_add(1, std::memory_order_relaxed);
+    const bool local = sched::Scheduler::current() == scheduler_.get();
+    // Refused (the scheduler is stopping): submit has already dropped the start item, which
+    // resumes the task here; it must not be dropped again (see Scheduler::submit).
+    scheduler_->submit(p.start, local);
+    return JoinHandle<T>(h);
+  }
 
   template <class Promise>
   static void start_spawned(sched::WorkItem* item, sched::Disposition) noexcept {
@@ -129,6 +154,7 @@ class Runtime {
 };
 
 /// `co_await arbor::yield()`: lets other queued work run, then continues (on any worker).
+/// Not a wait on anything, so not cancellable (cancel.hpp): it always continues promptly.
 struct yield {
   sched::WorkItem item{&run};
   std::coroutine_handle<> handle;

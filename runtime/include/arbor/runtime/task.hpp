@@ -10,8 +10,9 @@
 // - Exceptions thrown in the task are rethrown from co_await in the awaiter.
 // - Context: each task carries a pointer to a TaskContext (its Runtime and the stop_token
 //   that cancels its IO); an awaited task inherits its awaiter's. Only a pointer is copied:
-//   the context lives in the spawned root (or a with_timeout frame), which outlives every
-//   task it awaits.
+//   the context lives in the runtime, an abortable task's frame, or a scope's frame
+//   (with_timeout, when_any, a task group), each of which outlives every task run under it.
+//   cancel.hpp has the public side: this_task::stop_token(), stop_token_of(h).
 // - Frames come from frame_pool (per-thread size-class caches) unless ARBOR_POOL_FRAMES=0.
 #pragma once
 
@@ -44,6 +45,34 @@ struct TaskContext {
 namespace detail {
 
 inline const TaskContext kNoContext{};
+
+/// A cancellation scope: a context with a stop_source of its own, linked to the context it was
+/// opened under, so stopping the outer one stops it (never the other way round). What
+/// with_timeout, when_any, task groups and abortable tasks run their tasks under. Registering
+/// the link locks the outer token's shared state once per scope, never once per operation.
+/// Pinned (the link points at it); it must outlive every task run under context().
+class StopScope {
+ public:
+  explicit StopScope(const TaskContext& outer)
+      : context_{outer.runtime, source_.get_token(), false},
+        link_(outer.token, Forward{&source_}) {}
+  StopScope(const StopScope&) = delete;
+  StopScope& operator=(const StopScope&) = delete;
+
+  const TaskContext& context() const noexcept { return context_; }
+  /// Cancels every task under context(); thread-safe, idempotent.
+  void request_stop() noexcept { source_.request_stop(); }
+  bool stop_requested() const noexcept { return source_.stop_requested(); }
+
+ private:
+  struct Forward {
+    std::stop_source* source;
+    void operator()() const noexcept { source->request_stop(); }
+  };
+  std::stop_source source_;
+  TaskContext context_;
+  std::stop_callback<Forward> link_;  // last: it may fire at once, and needs source_ built
+};
 
 class PromiseBase {
  public:
@@ -183,5 +212,34 @@ class [[nodiscard]] Task {
   explicit Task(handle_type handle) noexcept : handle_(handle) {}
   handle_type handle_;
 };
+
+namespace detail {
+
+// What `co_await a` gives inside a Task, for any awaitable type A (a Task, an awaiter, or a
+// type with operator co_await).
+template <class A>
+decltype(auto) awaiter_of(A&& a) {
+  if constexpr (requires { std::forward<A>(a).operator co_await(); })
+    return std::forward<A>(a).operator co_await();
+  else if constexpr (requires { operator co_await(std::forward<A>(a)); })
+    return operator co_await(std::forward<A>(a));
+  else
+    return std::forward<A>(a);
+}
+template <class A>
+using await_result_t = decltype(awaiter_of(std::declval<A>()).await_resume());
+
+/// Any awaitable as a Task (a Task passes through), so that it can be given a context of its
+/// own, spawned, or raced. The awaitable is moved into the task's frame.
+template <class A>
+Task<std::remove_cvref_t<await_result_t<A>>> as_task(A awaitable) {
+  co_return co_await std::move(awaitable);
+}
+template <class T>
+Task<T> as_task(Task<T> task) noexcept {
+  return task;
+}
+
+}  // namespace detail
 
 }  // namespace arbor

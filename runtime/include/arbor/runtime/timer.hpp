@@ -1,5 +1,10 @@
 // Timers for tasks: sleep_for, sleep_until, with_timeout.
 //
+// with_timeout runs any awaitable (a Task, an IO awaiter, a user awaitable following
+// cancel.hpp's protocol) in a cancellation scope of its own, and stops that scope when the
+// deadline passes: the awaitable is interrupted, not abandoned, and with_timeout returns only
+// after it has finished.
+//
 // All three use the runtime engine's TimerQueue (a heap; see io/src/common/timer_queue.hpp for why)
 // and honour the task's stop_token: a cancelled sleep completes at once with operation_canceled.
 // Guarantees are "not before": a sleep never ends before its deadline (unless cancelled), and
@@ -11,6 +16,7 @@
 #include <coroutine>
 #include <optional>
 #include <stop_token>
+#include <system_error>
 
 #include "arbor/io/engine.hpp"
 #include "arbor/io/submit_batch.hpp"
@@ -32,7 +38,9 @@ inline std::int64_t to_ns(Clock::time_point t) noexcept {
 class SleepAwaiter : io::Timer {
  public:
   explicit SleepAwaiter(Clock::time_point deadline) noexcept { deadline_ns = to_ns(deadline); }
-  SleepAwaiter(const SleepAwaiter&) = delete;
+  /// Only before it is awaited (e.g. into with_timeout's frame): a queued timer is pinned.
+  SleepAwaiter(SleepAwaiter&& other) noexcept { deadline_ns = other.deadline_ns; }
+  SleepAwaiter& operator=(SleepAwaiter&&) = delete;
 
   bool await_ready() const noexcept { return false; }
   template <class P>
@@ -82,7 +90,7 @@ class SleepAwaiter : io::Timer {
 // until its one event (fired or cancelled) has been handled, so its frame may go away.
 class Deadline : io::Timer {
  public:
-  Deadline(Clock::time_point deadline, std::stop_source& source) noexcept : source_(source) {
+  Deadline(Clock::time_point deadline, StopScope& source) noexcept : source_(source) {
     deadline_ns = to_ns(deadline);
     handler = &on_event;
   }
@@ -120,7 +128,7 @@ class Deadline : io::Timer {
     if (waiter != nullptr) std::coroutine_handle<>::from_address(waiter).resume();
   }
   static inline void* const kDone = reinterpret_cast<void*>(std::uintptr_t{1});
-  std::stop_source& source_;
+  StopScope& source_;
   bool fired_ = false;
   std::atomic<void*> state_{nullptr};
 };
@@ -146,21 +154,16 @@ detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
   return detail::SleepAwaiter(Clock::now() + std::chrono::duration_cast<Clock::duration>(d));
 }
 
-/// Runs `task` with a deadline: when it passes, the task's stop_token is triggered (its
-/// pending IO and sleeps complete with operation_canceled) and the result is
-/// std::errc::timed_out. Result<T> for a task returning T; a task that already returns
-/// Result<U> gives Result<U>. Exceptions from the task propagate.
-template <class T, class Rep, class Period>
-Task<typename detail::timeout_result<T>::type> with_timeout(std::chrono::duration<Rep, Period> d,
-                                                            Task<T> task) {
-  const TaskContext& parent = co_await detail::CurrentContext{};
+namespace detail {
+
+template <class T>
+Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, Task<T> task) {
+  const TaskContext& parent = co_await CurrentContext{};
   if (parent.runtime == nullptr) co_return make_error_code(Errc::not_in_runtime);
-  std::stop_source source;
-  std::stop_callback forward(parent.token, [&source]() noexcept { source.request_stop(); });
-  const TaskContext child{parent.runtime, source.get_token()};
-  task.set_context(&child);
+  StopScope scope(parent);  // stopping the caller stops the task too
+  task.set_context(&scope.context());
   io::Engine& engine = parent.runtime->engine();
-  detail::Deadline deadline(Clock::now() + std::chrono::duration_cast<Clock::duration>(d), source);
+  Deadline deadline(at, scope);
   deadline.arm(engine);
   std::exception_ptr error;
   std::optional<std::conditional_t<std::is_void_v<T>, int, T>> value;
@@ -175,7 +178,18 @@ Task<typename detail::timeout_result<T>::type> with_timeout(std::chrono::duratio
     error = std::current_exception();
   }
   deadline.disarm(engine);
-  co_await deadline.delivered();
+  co_await deadline.delivered();  // its event may still be on its way to this frame
+  // An exception thrown because the deadline cancelled the wait (a cancelled join, a user
+  // awaitable that throws operation_canceled) is the timeout, not an error.
+  if (error && deadline.fired()) {
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::system_error& e) {
+      if (e.code() == std::errc::operation_canceled)
+        co_return make_error_code(std::errc::timed_out);
+    } catch (...) {
+    }
+  }
   if (error) std::rethrow_exception(error);
   if constexpr (is_result<T>::value) {
     // A task that succeeded just as the deadline passed keeps its result.
@@ -188,6 +202,26 @@ Task<typename detail::timeout_result<T>::type> with_timeout(std::chrono::duratio
     co_return Result<void>{};
   else
     co_return std::move(*value);
+}
+
+}  // namespace detail
+
+/// Awaits `awaitable` (a Task, an IO or sleep awaiter, any awaitable following cancel.hpp's
+/// protocol; moved in) with a deadline. When the deadline passes, the awaitable's stop token
+/// is stopped (its pending waits complete with operation_canceled), with_timeout waits for it
+/// to finish, and the result is std::errc::timed_out. An awaitable giving T gives Result<T>;
+/// one already giving Result<U> gives Result<U>. Its exceptions propagate, except
+/// std::system_error(operation_canceled) caused by the deadline, which becomes timed_out.
+/// Cancelling the caller cancels the awaitable too (the result is then its own).
+template <class A>
+auto with_timeout(Clock::time_point deadline, A awaitable) {
+  return detail::run_with_deadline(deadline, detail::as_task(std::move(awaitable)));
+}
+/// with_timeout(Clock::now() + d, awaitable).
+template <class Rep, class Period, class A>
+auto with_timeout(std::chrono::duration<Rep, Period> d, A awaitable) {
+  return with_timeout(Clock::now() + std::chrono::duration_cast<Clock::duration>(d),
+                      std::move(awaitable));
 }
 
 }  // namespace arbor

@@ -4,8 +4,9 @@
 //   std::vector<int> r = co_await arbor::when_all(std::move(tasks));   // vector, in order
 //
 // Each task is spawned (so they run in parallel on the workers) under the caller's context:
-// cancelling the caller cancels them. Every task is waited for even if one throws; then the
-// first exception (in argument order) is rethrown. void results appear as std::monostate.
+// cancelling the caller cancels them, and when_all still returns only after all have ended. Every
+// task is waited for even if one throws; then the first exception (in argument order) is rethrown.
+// void results appear as std::monostate.
 #pragma once
 
 #include <exception>
@@ -28,13 +29,15 @@ JoinHandle<T> start_child(const TaskContext& ctx, Task<T> task) {
   return ctx.runtime->spawn_in(std::move(task), &ctx);
 }
 
+// Not interruptible: the children run under the caller's context, which must outlive them, so
+// when_all waits for each even when cancelled (they are cancelled too, and end promptly).
 template <class T>
 Task<non_void_t<T>> join_child(JoinHandle<T> handle) {
   if constexpr (std::is_void_v<T>) {
-    co_await std::move(handle);
+    co_await std::move(handle).join_uninterruptibly();
     co_return std::monostate{};
   } else {
-    co_return co_await std::move(handle);
+    co_return co_await std::move(handle).join_uninterruptibly();
   }
 }
 

@@ -1,0 +1,229 @@
+// Cancellation that composes: this_task::stop_token, the protocol for user awaitables (Gate),
+// JoinHandle::abort, interruptible joins, with_timeout on any awaitable.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <stdexcept>
+#include <system_error>
+#include <vector>
+
+#include "arbor/arbor.hpp"
+#include "gate.hpp"
+#include "runtime_support.hpp"
+
+namespace arbor {
+namespace {
+
+using namespace std::chrono_literals;
+using test::Gate;
+
+constexpr auto kCanceled = std::errc::operation_canceled;
+constexpr auto kTimedOut = std::errc::timed_out;
+
+Task<Result<void>> wait_on(Gate& gate) {
+  co_return co_await gate.wait();
+}
+Task<Result<void>> sleep_long() {
+  co_return co_await sleep_for(1h);
+}
+
+TEST(Cancel, ThisTaskSeesItsTokenAndRuntime) {
+  auto rt = test::make_runtime("auto");
+  auto task = [](Runtime* expected) -> Task<bool> {
+    std::stop_token token = co_await this_task::stop_token();
+    Runtime* runtime = co_await this_task::runtime();
+    co_return token.stop_possible() && !token.stop_requested() && runtime == expected;
+  };
+  EXPECT_TRUE(rt->block_on(task(rt.get())));
+  // An abortable task's token is its own: abort() stops it, the runtime's stays untouched.
+  auto h = rt->spawn_abortable([]() -> Task<bool> {
+    for (;;) {
+      std::stop_token token = co_await this_task::stop_token();
+      if (token.stop_requested()) co_return true;
+      co_await yield();
+    }
+  }());
+  h.abort();
+  EXPECT_TRUE(h.join_blocking());
+  EXPECT_FALSE(rt->stop_token().stop_requested());
+}
+
+TEST(Cancel, GateWakesItsWaiterWhenOpened) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto h = rt->spawn(wait_on(gate));
+  gate.open();
+  EXPECT_TRUE(h.join_blocking().has_value());
+  Gate already_open;
+  already_open.open();
+  EXPECT_TRUE(rt->block_on(wait_on(already_open)).has_value());
+}
+
+// abort() before or while the task waits: either way the wait ends with operation_canceled.
+TEST(Cancel, AbortInterruptsASleepAndAUserAwaitable) {
+  auto rt = test::make_runtime("auto");
+  auto sleeping = rt->spawn_abortable(sleep_long());
+  Gate gate;
+  auto waiting = rt->spawn_abortable(wait_on(gate));
+  EXPECT_TRUE(sleeping.abortable());
+  sleeping.abort();
+  waiting.abort();
+  waiting.abort();  // idempotent
+  EXPECT_EQ(sleeping.join_blocking().error(), kCanceled);
+  EXPECT_EQ(waiting.join_blocking().error(), kCanceled);
+}
+
+// The aborted task's awaited children and its when_all children run under its context.
+TEST(Cancel, AbortReachesAwaitedChildrenAndWhenAll) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto h = rt->spawn_abortable([](Gate& g) -> Task<int> {
+    auto [a, b] = co_await when_all(sleep_long(), wait_on(g));
+    Result<void> c = co_await sleep_long();  // after the abort: canceled at once
+    co_return (a.error() == kCanceled) + (b.error() == kCanceled) + (c.error() == kCanceled);
+  }(gate));
+  h.abort();
+  EXPECT_EQ(h.join_blocking(), 3);
+}
+
+TEST(Cancel, AbortOnAPlainTaskIsALogicError) {
+  auto rt = test::make_runtime("auto");
+  auto h = rt->spawn([]() -> Task<> { co_return; }());
+  EXPECT_FALSE(h.abortable());
+  EXPECT_THROW(h.abort(), std::logic_error);
+  h.join_blocking();
+}
+
+// Under the runtime's shared token (no callback of its own for engine operations), a user
+// awaitable's callback still runs at shutdown.
+TEST(Cancel, ShutdownWakesAUserAwaitableUnderTheRootContext) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  std::atomic<bool> cancelled{false};
+  rt->spawn([](Gate& g, std::atomic<bool>& c) -> Task<> {
+      c = (co_await g.wait()).error() == kCanceled;
+    }(gate, cancelled))
+      .detach();
+  rt->shutdown();
+  EXPECT_EQ(rt->live_tasks(), 0);
+  EXPECT_TRUE(cancelled);
+}
+
+// A cancelled joiner stops waiting (system_error); the joined task runs on and its handle can
+// be awaited again.
+TEST(Cancel, AJoinIsInterruptedAndTheHandleStaysUsable) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto inner = rt->spawn([](Gate& g) -> Task<int> {
+    co_await g.wait();
+    co_return 7;
+  }(gate));
+  auto outer = rt->spawn_abortable([](JoinHandle<int>& h) -> Task<bool> {
+    try {
+      co_await std::move(h);
+    } catch (const std::system_error& e) {
+      co_return e.code() == std::errc::operation_canceled;
+    }
+    co_return false;
+  }(inner));
+  outer.abort();
+  EXPECT_TRUE(outer.join_blocking());
+  gate.open();
+  EXPECT_EQ(rt->block_on([](JoinHandle<int> h) -> Task<int> {
+    co_return co_await std::move(h);
+  }(std::move(inner))),
+            7);
+}
+
+// Open and abort race from two threads: exactly one wins, the waiter always wakes (TSan).
+TEST(Cancel, OpenRacesAbortAcrossWorkers) {
+  auto rt = test::make_runtime("auto", 2);
+  constexpr int kRounds = 2000;
+  int opened = 0;
+  int cancelled = 0;
+  for (int i = 0; i < kRounds; ++i) {
+    Gate gate;
+    auto h = rt->spawn_abortable(wait_on(gate));
+    auto opener = rt->spawn([](Gate& g) -> Task<> {
+      g.open();
+      co_return;
+    }(gate));
+    h.abort();
+    auto r = h.join_blocking();
+    opener.join_blocking();  // the gate must outlive its opener
+    if (r) {
+      ++opened;
+    } else {
+      ++cancelled;
+      EXPECT_EQ(r.error(), kCanceled);
+    }
+  }
+  EXPECT_EQ(opened + cancelled, kRounds);
+}
+
+TEST(Timeout, InterruptsAUserAwaitable) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto r = rt->block_on(
+      [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1ms, g.wait()); }(gate));
+  EXPECT_EQ(r.error(), kTimedOut);
+}
+
+TEST(Timeout, TakesADeadlineAndKeepsAResultThatCameFirst) {
+  auto rt = test::make_runtime("auto");
+  auto r = rt->block_on([]() -> Task<Result<void>> {
+    co_return co_await with_timeout(Clock::now() + 1ms, sleep_for(1h));
+  }());
+  EXPECT_EQ(r.error(), kTimedOut);
+  Gate open;
+  open.open();
+  auto ok = rt->block_on([](Gate& g) -> Task<Result<void>> {
+    co_return co_await with_timeout(Clock::now() + 1h, g.wait());
+  }(open));
+  EXPECT_TRUE(ok.has_value());
+  auto v = rt->block_on([]() -> Task<Result<int>> {
+    co_return co_await with_timeout(1h, []() -> Task<int> { co_return 5; }());
+  }());
+  EXPECT_EQ(*v, 5);
+}
+
+TEST(Timeout, InterruptsAJoin) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto inner = rt->spawn([](Gate& g) -> Task<int> {
+    co_await g.wait();
+    co_return 1;
+  }(gate));
+  auto r = rt->block_on([](JoinHandle<int>& h) -> Task<Result<int>> {
+    co_return co_await with_timeout(1ms, std::move(h));
+  }(inner));
+  EXPECT_EQ(r.error(), kTimedOut);
+  EXPECT_FALSE(inner.valid());  // moved into with_timeout, which detached it when it ended
+  gate.open();                  // the task ends; the runtime's destructor waits for it
+}
+
+TEST(Timeout, InterruptsAnIoAwaiter) {
+  auto rt = test::make_runtime("auto");
+  auto r = rt->block_on([](Runtime& runtime) -> Task<Result<std::size_t>> {
+    auto socket = UdpSocket::bind(runtime, *Address::parse("127.0.0.1:0"));
+    if (!socket) co_return socket.error();
+    std::byte buffer[16];
+    Address from;
+    co_return co_await with_timeout(1ms, socket->receive_from(buffer, from));
+  }(*rt));
+  EXPECT_EQ(r.error(), kTimedOut);
+}
+
+// The caller's cancellation reaches the awaitable inside with_timeout.
+TEST(Timeout, CancellingTheCallerCancelsTheAwaitable) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto h = rt->spawn_abortable(
+      [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1h, g.wait()); }(gate));
+  h.abort();
+  EXPECT_EQ(h.join_blocking().error(), kCanceled);
+}
+
+}  // namespace
+}  // namespace arbor
