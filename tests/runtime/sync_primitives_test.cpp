@@ -569,21 +569,20 @@ TEST(SyncDestruction, DestroyingAPrimitiveWithWaitersEndsTheProcess) {
         destroy_with_a_waiter(m, [](Mutex& mu) -> Task<void> { (void)co_await mu.lock(); });
       },
       "arbor::Mutex destroyed while tasks wait on it");
-  EXPECT_DEATH(destroy_with_a_waiter(new Semaphore(0),
-                                     [](Semaphore& s) -> Task<void> {
-                                       (void)co_await s.acquire();
-                                     }),
-               "arbor::Semaphore destroyed while tasks wait on it");
-  EXPECT_DEATH(destroy_with_a_waiter(
-                   new Notify, [](Notify& n) -> Task<void> { (void)co_await n.notified(); }),
+  EXPECT_DEATH(
+      destroy_with_a_waiter(new Semaphore(0),
+                            [](Semaphore& s) -> Task<void> { (void)co_await s.acquire(); }),
+      "arbor::Semaphore destroyed while tasks wait on it");
+  EXPECT_DEATH(destroy_with_a_waiter(new Notify,
+                                     [](Notify& n) -> Task<void> { (void)co_await n.notified(); }),
                "arbor::Notify destroyed while tasks wait on it");
-  EXPECT_DEATH(destroy_with_a_waiter(new Event,
-                                     [](Event& e) -> Task<void> { (void)co_await e.wait(); }),
-               "arbor::Event destroyed while tasks wait on it");
-  EXPECT_DEATH(destroy_with_a_waiter(
-                   new Barrier(2),
-                   [](Barrier& b) -> Task<void> { (void)co_await b.arrive_and_wait(); }),
-               "arbor::Barrier destroyed while tasks wait on it");
+  EXPECT_DEATH(
+      destroy_with_a_waiter(new Event, [](Event& e) -> Task<void> { (void)co_await e.wait(); }),
+      "arbor::Event destroyed while tasks wait on it");
+  EXPECT_DEATH(
+      destroy_with_a_waiter(new Barrier(2),
+                            [](Barrier& b) -> Task<void> { (void)co_await b.arrive_and_wait(); }),
+      "arbor::Barrier destroyed while tasks wait on it");
 }
 
 // Once the waiters are gone (woken or cancelled) a primitive may go at once, even while the
