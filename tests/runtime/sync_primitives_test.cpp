@@ -546,6 +546,83 @@ TEST(Barrier, ShutdownWakesWaiters) {
   EXPECT_EQ(a.join_blocking(), 1);
 }
 
+// ------------------------------------------------------- cancellation racing with wake-ups
+
+// Tasks lock and unlock in a loop across workers while the test thread cancels them one by one
+// at arbitrary moments. (A wait that can complete at once does not look at the token, so each
+// loop also checks it, as a cooperative task does.) Whatever the interleaving, every lock that
+// succeeded was released, no hand-off was lost (the survivors finish), and the counter matches the
+// successful locks.
+Task<std::uint64_t> lock_until_cancelled(Mutex& m, std::uint64_t& counter) {
+  const TaskContext& ctx = co_await detail::CurrentContext{};
+  std::uint64_t mine = 0;
+  while (!ctx.token.stop_requested()) {
+    auto guard = co_await m.lock();
+    if (!guard) co_return mine;
+    ++counter;
+    ++mine;
+    if (mine % 4 == 0) co_await yield();
+  }
+  co_return mine;
+}
+
+TEST(Mutex, CancellationsRacingWithHandOffsLoseNothing) {
+  auto rt = test::make_runtime("auto", 4);
+  Mutex m;
+  std::uint64_t counter = 0;
+  constexpr int kTasks = 8;
+  std::vector<std::unique_ptr<Cancellable>> cancels;
+  std::vector<JoinHandle<std::uint64_t>> tasks;
+  for (int i = 0; i < kTasks; ++i) {
+    cancels.push_back(std::make_unique<Cancellable>(*rt));
+    tasks.push_back(rt->spawn_in(lock_until_cancelled(m, counter), &cancels.back()->context));
+  }
+  std::uint64_t total = 0;
+  for (int i = 0; i < kTasks; ++i) {
+    // Let the survivors make progress between cancellations (no sleep: watch the mutex work).
+    for (int spins = 0; spins < 1000 && m.waiting() == 0; ++spins)
+      std::this_thread::yield();
+    cancels[i]->cancel();
+    total += tasks[i].join_blocking();
+  }
+  EXPECT_EQ(counter, total);
+  EXPECT_FALSE(m.is_locked());
+  EXPECT_EQ(m.waiting(), 0u);
+}
+
+Task<void> acquire_until_cancelled(Semaphore& s, std::atomic<int>& inside) {
+  const TaskContext& ctx = co_await detail::CurrentContext{};
+  for (std::size_t i = 0; !ctx.token.stop_requested(); ++i) {
+    const std::size_t n = 1 + i % 3;
+    if (!co_await s.acquire(n)) co_return;
+    EXPECT_LE(inside.fetch_add(static_cast<int>(n)) + static_cast<int>(n), 4);
+    co_await yield();
+    inside.fetch_sub(static_cast<int>(n));
+    s.release(n);
+  }
+}
+
+TEST(Semaphore, CancellationsRacingWithGrantsLosePermitsNowhere) {
+  auto rt = test::make_runtime("auto", 4);
+  Semaphore s(4);
+  std::atomic<int> inside{0};
+  constexpr int kTasks = 8;
+  std::vector<std::unique_ptr<Cancellable>> cancels;
+  std::vector<JoinHandle<void>> tasks;
+  for (int i = 0; i < kTasks; ++i) {
+    cancels.push_back(std::make_unique<Cancellable>(*rt));
+    tasks.push_back(rt->spawn_in(acquire_until_cancelled(s, inside), &cancels.back()->context));
+  }
+  for (int i = 0; i < kTasks; ++i) {
+    for (int spins = 0; spins < 1000 && s.waiting() == 0; ++spins)
+      std::this_thread::yield();
+    cancels[i]->cancel();
+    tasks[i].join_blocking();
+  }
+  EXPECT_EQ(s.available(), 4u);  // every permit granted was released, none leaked
+  EXPECT_EQ(s.waiting(), 0u);
+}
+
 // ---------------------------------------------------------------- destruction with waiters
 
 // Each primitive's destructor ends the process, naming itself, when tasks still wait on it.
