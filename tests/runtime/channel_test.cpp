@@ -75,6 +75,28 @@ TEST(MpscBounded, WaitingSendersAreServedInOrder) {
   EXPECT_EQ(got, (std::vector<int>{0, 1, 2, 3, 4}));
 }
 
+// A waiting sender is let in once half the ring is free; until then a newcomer may not pass it
+// (try_send says full although there is room).
+TEST(MpscBounded, WaitingSenderIsLetInAtHalfAndNotOvertaken) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = mpsc::channel<int>(4);
+  for (int i = 0; i < 4; ++i)
+    ASSERT_TRUE(tx.try_send(i));
+  std::atomic<int> started{0};
+  auto a = rt->spawn(send_one(tx, 4, started));
+  ASSERT_TRUE(until([&] { return started.load() == 1; }));
+  rt->block_on([]() -> Task<void> { co_await yield(); }());  // one worker: it has parked
+  EXPECT_EQ(*rx.try_recv(), 0);
+  EXPECT_EQ(rx.size(), 3u);
+  auto overtaker = tx.try_send(99);
+  EXPECT_TRUE(is(overtaker.error(), Errc::channel_full));
+  EXPECT_EQ(*rx.try_recv(), 1);  // half free: the waiting sender's message goes in
+  EXPECT_EQ(rx.size(), 3u);
+  EXPECT_TRUE(a.join_blocking());
+  for (int want : {2, 3, 4})
+    EXPECT_EQ(*rx.try_recv(), want);
+}
+
 TEST(MpscBounded, CancelledSenderGetsItsMessageBackAndTheNextIsDelivered) {
   auto rt = test::make_runtime("auto", 1);
   auto [tx, rx] = mpsc::channel<int>(1);

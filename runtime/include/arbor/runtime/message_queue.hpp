@@ -72,6 +72,7 @@ class SegmentQueue {
   bool empty() const noexcept { return size_ == 0; }
   bool full() const noexcept { return false; }
   std::size_t size() const noexcept { return size_; }
+  std::size_t capacity() const noexcept { return static_cast<std::size_t>(-1); }
 
   void push(T&& value) {
     if (tail_ == nullptr) {

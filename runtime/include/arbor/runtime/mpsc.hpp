@@ -7,11 +7,13 @@
 //   auto [utx, urx] = arbor::mpsc::unbounded_channel<Job>();
 //   utx.send(job);                                        // never waits
 //
-// Invariants, all under the channel's one spinlock: a sender waits only while the queue is
-// full, and the receiver only while it is empty. So when recv() takes a message and a sender
-// waits, it moves that sender's message into the freed slot and wakes it (the senders are
-// served in FIFO order and a freed slot is never left unused while one waits); when send()
-// finds the receiver waiting, it hands the message straight to it. The bounded queue is a ring
+// Invariants, all under the channel's one spinlock: the receiver waits only while the queue is
+// empty, and senders wait in FIFO order, a newcomer queueing behind any that wait. A sender
+// that finds the queue full waits with its message; once recv() has freed half the ring it
+// moves the waiting senders' messages in, in order, as many as fit, and wakes those senders
+// (so a producer that runs ahead costs one wake-up per half ring, not one per message, and no
+// sender waits when the queue is empty); when send() finds the receiver waiting, it hands the
+// message straight to it. The bounded queue is a ring
 // allocated when the channel is made: no allocation per message. The unbounded queue is a list
 // of 32-message blocks with a drained block kept for reuse (message_queue.hpp): a consumer that
 // keeps up causes no allocation after the first block.
@@ -74,7 +76,8 @@ struct State {
       wake.push(*r);
       return {};
     }
-    if (queue.full()) return make_error_code(Errc::channel_full);
+    // FIFO among senders: while some wait, a newcomer queues behind them even if there is room.
+    if (queue.full() || !senders.empty()) return make_error_code(Errc::channel_full);
     queue.push(std::move(message));
     return {};
   }
@@ -84,10 +87,16 @@ struct State {
   std::error_code pop_locked(std::optional<T>& out, arbor::detail::WakeList& wake) {
     if (!queue.empty()) {
       out.emplace(queue.pop());
-      if (auto* s = static_cast<Node<T>*>(senders.pop_front())) {
-        queue.push(std::move(*s->message));
-        s->message.reset();
-        wake.push(*s);
+      // Waiting senders are let in once half the ring is free, as many as fit: one wake-up
+      // per half ring instead of one per message for a producer that runs ahead.
+      if (!senders.empty() && queue.size() <= queue.capacity() / 2) {
+        while (!queue.full()) {
+          auto* s = static_cast<Node<T>*>(senders.pop_front());
+          if (s == nullptr) break;
+          queue.push(std::move(*s->message));
+          s->message.reset();
+          wake.push(*s);
+        }
       }
       return {};
     }
