@@ -23,6 +23,14 @@ class ErrorCategory final : public std::error_category {
         return "end of stream before the expected bytes arrived";
       case Errc::not_in_runtime:
         return "operation awaited outside an arbor runtime task";
+      case Errc::channel_closed:
+        return "channel closed: the other side is gone or closed it";
+      case Errc::channel_full:
+        return "channel full: no room for the message now";
+      case Errc::channel_empty:
+        return "channel empty: no message now";
+      case Errc::channel_lagged:
+        return "receiver lagged behind the channel and missed messages";
     }
     return "unknown arbor error";
   }

@@ -8,6 +8,10 @@ namespace arbor {
 enum class Errc {
   end_of_stream = 1,  // read_exact: the peer closed before the buffer was full
   not_in_runtime,     // an operation that needs a runtime was awaited outside its tasks
+  channel_closed,     // the other side of a channel is gone (or closed it): nothing more comes
+  channel_full,       // try_send: a bounded channel has no room now
+  channel_empty,      // try_recv: no message now (the channel is still open)
+  channel_lagged,     // broadcast: this receiver fell behind and missed messages
 };
 
 const std::error_category& error_category() noexcept;

@@ -1,0 +1,129 @@
+// Semaphore: an async counting semaphore; tasks acquire n permits and park until they can.
+//
+//   arbor::Semaphore slots(8);
+//   if (auto ok = co_await slots.acquire(2); !ok) co_return ok.error();
+//   ...
+//   slots.release(2);
+//
+// Invariant: waiters are served strictly in arrival order. While anyone waits, a new acquire
+// queues behind them even if enough permits are free, and release() grants only from the
+// front: so a large request is never starved by a stream of small ones (it holds back those
+// behind it until it fits). Permits, the list and each waiter's request are guarded by one
+// spinlock; releases and cancellations re-run the same grant loop under it.
+//
+// Cancellation: a cancelled waiter leaves the queue with operation_canceled; if it was at the
+// front, the waiters behind it are granted what is now available (no wake-up is lost). A waiter
+// already granted its permits when the cancellation arrives keeps them (acquire succeeds).
+//
+// Ownership: permits are counted, not owned: whoever acquired them calls release(). Destroying
+// a Semaphore with waiters ends the process with a message (a precondition violation).
+#pragma once
+
+#include <cstddef>
+
+#include "arbor/result.hpp"
+#include "arbor/runtime/waiter_list.hpp"
+
+namespace arbor {
+
+class Semaphore {
+ public:
+  explicit Semaphore(std::size_t permits) noexcept : permits_(permits) {}
+  Semaphore(const Semaphore&) = delete;
+  Semaphore& operator=(const Semaphore&) = delete;
+  ~Semaphore() {
+    if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Semaphore");
+  }
+
+  struct Node : detail::Waiter {
+    std::size_t wanted = 0;
+  };
+
+  class [[nodiscard]] AcquireAwaiter {
+   public:
+    AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : sem_(s) { node_.wanted = n; }
+    AcquireAwaiter(const AcquireAwaiter&) = delete;
+
+    bool await_ready() noexcept { return detail::try_now(*this); }
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> h) noexcept {
+      return detail::park(*this, h);
+    }
+    Result<void> await_resume() noexcept { return detail::finish(node_, hook_); }
+
+    detail::SpinLock& lock() noexcept { return sem_.lock_; }
+    detail::Waiter& waiter() noexcept { return node_; }
+    detail::CancelHook& hook() noexcept { return hook_; }
+    bool try_locked(detail::WakeList&) noexcept { return sem_.take_locked(node_.wanted); }
+    void enqueue_locked() noexcept { sem_.waiters_.push_back(node_); }
+    void remove_locked(detail::WakeList& wake) noexcept {
+      const bool was_front = sem_.waiters_.front() == &node_;
+      sem_.waiters_.remove(node_);
+      if (was_front) sem_.grant_locked(wake);
+    }
+
+   private:
+    Semaphore& sem_;
+    Node node_;
+    detail::CancelHook hook_;
+  };
+
+  /// `co_await s.acquire(n)`: Result<void> once n permits are this task's; operation_canceled
+  /// if the task is cancelled while it waits. Waiting for more permits than will ever be
+  /// released waits forever (until cancelled).
+  AcquireAwaiter acquire(std::size_t n = 1) noexcept { return AcquireAwaiter(*this, n); }
+
+  /// Takes n permits if they are free and nobody waits; never waits.
+  bool try_acquire(std::size_t n = 1) noexcept {
+    lock_.lock();
+    const bool ok = take_locked(n);
+    lock_.unlock();
+    return ok;
+  }
+
+  /// Adds n permits and wakes the waiters at the front that they satisfy, in order.
+  void release(std::size_t n = 1) noexcept {
+    detail::WakeList wake;
+    lock_.lock();
+    permits_ += n;
+    grant_locked(wake);
+    lock_.unlock();
+  }
+
+  /// Free permits (racy: for tests and metrics).
+  std::size_t available() noexcept {
+    lock_.lock();
+    const std::size_t n = permits_;
+    lock_.unlock();
+    return n;
+  }
+  /// Tasks waiting (racy: for tests and metrics).
+  std::size_t waiting() noexcept {
+    lock_.lock();
+    const std::size_t n = waiters_.size();
+    lock_.unlock();
+    return n;
+  }
+
+ private:
+  bool take_locked(std::size_t n) noexcept {
+    if (!waiters_.empty() || permits_ < n) return false;
+    permits_ -= n;
+    return true;
+  }
+  void grant_locked(detail::WakeList& wake) noexcept {
+    while (!waiters_.empty()) {
+      auto& front = static_cast<Node&>(*waiters_.front());
+      if (front.wanted > permits_) break;  // FIFO: the ones behind wait too
+      permits_ -= front.wanted;
+      waiters_.pop_front();
+      wake.push(front);
+    }
+  }
+
+  detail::SpinLock lock_;
+  std::size_t permits_;         // guarded by lock_
+  detail::WaiterList waiters_;  // guarded by lock_
+};
+
+}  // namespace arbor
