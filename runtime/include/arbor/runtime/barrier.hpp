@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 #include "arbor/result.hpp"
 #include "arbor/runtime/waiter_list.hpp"
@@ -40,24 +41,15 @@ class Barrier {
     if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Barrier");
   }
 
-  class [[nodiscard]] ArriveAwaiter {
+  class [[nodiscard]] ArriveAwaiter : public detail::ParkingAwaiter<ArriveAwaiter> {
    public:
-    explicit ArriveAwaiter(Barrier& b) noexcept : barrier_(b) {}
-    ArriveAwaiter(const ArriveAwaiter&) = delete;
+    explicit ArriveAwaiter(Barrier& b) noexcept
+        : ParkingAwaiter(b.lock_, b.waiters_), barrier_(b) {}
 
-    bool await_ready() noexcept { return detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return detail::park(*this, h);
-    }
     Result<BarrierResult> await_resume() noexcept {
-      if (auto e = detail::finish(waiter_, hook_)) return e;
+      if (auto e = finish()) return e;
       return BarrierResult{leader_};
     }
-
-    detail::SpinLock& lock() noexcept { return barrier_.lock_; }
-    detail::Waiter& waiter() noexcept { return waiter_; }
-    detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(detail::WakeList& wake) noexcept {
       if (barrier_.arrived_ + 1 < barrier_.parties_) return false;
       leader_ = true;
@@ -69,17 +61,15 @@ class Barrier {
     }
     void enqueue_locked() noexcept {
       ++barrier_.arrived_;
-      barrier_.waiters_.push_back(waiter_);
+      ParkingAwaiter::enqueue_locked();
     }
-    void remove_locked(detail::WakeList&) noexcept {
+    void remove_locked(detail::WakeList& wake) noexcept {
       --barrier_.arrived_;
-      barrier_.waiters_.remove(waiter_);
+      ParkingAwaiter::remove_locked(wake);
     }
 
    private:
     Barrier& barrier_;
-    detail::Waiter waiter_;
-    detail::CancelHook hook_;
     bool leader_ = false;
   };
 
@@ -90,17 +80,13 @@ class Barrier {
   std::size_t parties() const noexcept { return parties_; }
   /// Completed generations (racy: for tests).
   std::size_t generation() noexcept {
-    lock_.lock();
-    const std::size_t g = generation_;
-    lock_.unlock();
-    return g;
+    std::lock_guard guard(lock_);
+    return generation_;
   }
   /// Tasks waiting in this generation (racy: for tests and metrics).
   std::size_t waiting() noexcept {
-    lock_.lock();
-    const std::size_t n = waiters_.size();
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return waiters_.size();
   }
 
  private:

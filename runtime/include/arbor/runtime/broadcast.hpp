@@ -166,37 +166,30 @@ class Receiver {
   }
   ~Receiver() { drop(); }
 
-  class [[nodiscard]] RecvAwaiter {
+  class [[nodiscard]] RecvAwaiter
+      : public arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>> {
    public:
-    explicit RecvAwaiter(Receiver& r) noexcept : rx_(r) { node_.next = &r.next_; }
-    RecvAwaiter(const RecvAwaiter&) = delete;
-
-    bool await_ready() { return arbor::detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return arbor::detail::park(*this, h);
+    explicit RecvAwaiter(Receiver& r) noexcept
+        : arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>>(r.state_->lock,
+                                                                      r.state_->waiting),
+          rx_(r) {
+      this->node_.next = &r.next_;
     }
+
     Result<T> await_resume() {
-      if (auto e = arbor::detail::finish(node_, hook_)) return e;
-      return std::move(*node_.message);
+      if (auto e = this->finish()) return e;
+      return std::move(*this->node_.message);
     }
-
-    arbor::detail::SpinLock& lock() noexcept { return rx_.state_->lock; }
-    arbor::detail::Waiter& waiter() noexcept { return node_; }
-    arbor::detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(arbor::detail::WakeList&) {
-      const std::error_code e = rx_.state_->read_locked(rx_.next_, rx_.missed_, node_.message);
+      const std::error_code e =
+          rx_.state_->read_locked(rx_.next_, rx_.missed_, this->node_.message);
       if (e == Errc::channel_empty) return false;
-      node_.error = e;
+      this->node_.error = e;
       return true;
     }
-    void enqueue_locked() noexcept { rx_.state_->waiting.push_back(node_); }
-    void remove_locked(arbor::detail::WakeList&) noexcept { rx_.state_->waiting.remove(node_); }
 
    private:
     Receiver& rx_;
-    detail::Node<T> node_;
-    arbor::detail::CancelHook hook_;
   };
 
   /// `co_await rx.recv()`: Result<T>, a copy of the next message; channel_lagged if this

@@ -17,6 +17,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 
 #include "arbor/result.hpp"
 #include "arbor/runtime/waiter_list.hpp"
@@ -32,31 +33,18 @@ class Event {
     if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Event");
   }
 
-  class [[nodiscard]] WaitAwaiter {
+  class [[nodiscard]] WaitAwaiter : public detail::ParkingAwaiter<WaitAwaiter> {
    public:
-    explicit WaitAwaiter(Event& e) noexcept : event_(e) {}
-    WaitAwaiter(const WaitAwaiter&) = delete;
+    explicit WaitAwaiter(Event& e) noexcept : ParkingAwaiter(e.lock_, e.waiters_), event_(e) {}
 
     bool await_ready() const noexcept { return event_.is_set(); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return detail::park(*this, h);
-    }
-    Result<void> await_resume() noexcept { return detail::finish(waiter_, hook_); }
-
-    detail::SpinLock& lock() noexcept { return event_.lock_; }
-    detail::Waiter& waiter() noexcept { return waiter_; }
-    detail::CancelHook& hook() noexcept { return hook_; }
+    Result<void> await_resume() noexcept { return finish(); }
     bool try_locked(detail::WakeList&) noexcept {
       return event_.set_.load(std::memory_order_relaxed);  // under the lock: exact
     }
-    void enqueue_locked() noexcept { event_.waiters_.push_back(waiter_); }
-    void remove_locked(detail::WakeList&) noexcept { event_.waiters_.remove(waiter_); }
 
    private:
     Event& event_;
-    detail::Waiter waiter_;
-    detail::CancelHook hook_;
   };
 
   /// `co_await e.wait()`: Result<void> once the event is set; operation_canceled if the task
@@ -82,10 +70,8 @@ class Event {
 
   /// Tasks waiting (racy: for tests and metrics).
   std::size_t waiting() noexcept {
-    lock_.lock();
-    const std::size_t n = waiters_.size();
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return waiters_.size();
   }
 
  private:

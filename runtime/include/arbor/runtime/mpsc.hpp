@@ -149,6 +149,19 @@ class SenderBase {
 
  protected:
   explicit SenderBase(std::shared_ptr<State<T, Queue>> state) noexcept : state_(std::move(state)) {}
+
+  // Sends now if the channel takes `message`; otherwise returns it with the reason.
+  SendResult<T> push_now(T& message) {
+    std::error_code e;
+    {
+      arbor::detail::WakeList wake;
+      std::lock_guard guard(state_->lock);
+      e = state_->push_locked(message, wake);
+    }
+    if (e) return {e, std::move(message)};
+    return {};
+  }
+
   std::shared_ptr<State<T, Queue>> state_;
 };
 
@@ -171,37 +184,26 @@ class BasicReceiver {
   }
   ~BasicReceiver() { release(); }
 
-  class [[nodiscard]] RecvAwaiter {
+  class [[nodiscard]] RecvAwaiter
+      : public arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>> {
    public:
-    explicit RecvAwaiter(State& s) noexcept : state_(s) {}
-    RecvAwaiter(const RecvAwaiter&) = delete;
+    explicit RecvAwaiter(State& s) noexcept
+        : arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>>(s.lock, s.receivers),
+          state_(s) {}
 
-    bool await_ready() { return arbor::detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return arbor::detail::park(*this, h);
-    }
     Result<T> await_resume() {
-      if (auto e = arbor::detail::finish(node_, hook_)) return e;
-      return std::move(*node_.message);
+      if (auto e = this->finish()) return e;
+      return std::move(*this->node_.message);
     }
-
-    arbor::detail::SpinLock& lock() noexcept { return state_.lock; }
-    arbor::detail::Waiter& waiter() noexcept { return node_; }
-    arbor::detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(arbor::detail::WakeList& wake) {
-      const std::error_code e = state_.pop_locked(node_.message, wake);
+      const std::error_code e = state_.pop_locked(this->node_.message, wake);
       if (e == Errc::channel_empty) return false;
-      node_.error = e;
+      this->node_.error = e;
       return true;
     }
-    void enqueue_locked() noexcept { state_.receivers.push_back(node_); }
-    void remove_locked(arbor::detail::WakeList&) noexcept { state_.receivers.remove(node_); }
 
    private:
     State& state_;
-    detail::Node<T> node_;
-    arbor::detail::CancelHook hook_;
   };
 
   /// `co_await rx.recv()`: Result<T>, the next message; channel_closed once every sender is
@@ -257,38 +259,29 @@ class Sender : public detail::SenderBase<T, arbor::detail::RingQueue<T>> {
  public:
   explicit Sender(std::shared_ptr<State> state) noexcept : Base(std::move(state)) {}
 
-  class [[nodiscard]] SendAwaiter {
+  class [[nodiscard]] SendAwaiter
+      : public arbor::detail::ParkingAwaiter<SendAwaiter, detail::Node<T>> {
    public:
-    SendAwaiter(State& s, T message) : state_(s) { node_.message.emplace(std::move(message)); }
-    SendAwaiter(const SendAwaiter&) = delete;
-
-    bool await_ready() { return arbor::detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return arbor::detail::park(*this, h);
+    SendAwaiter(State& s, T message)
+        : arbor::detail::ParkingAwaiter<SendAwaiter, detail::Node<T>>(s.lock, s.senders),
+          state_(s) {
+      this->node_.message.emplace(std::move(message));
     }
+
     SendResult<T> await_resume() {
-      if (auto e = arbor::detail::finish(node_, hook_)) return {e, std::move(*node_.message)};
+      if (auto e = this->finish()) return {e, std::move(*this->node_.message)};
       return {};
     }
-
-    arbor::detail::SpinLock& lock() noexcept { return state_.lock; }
-    arbor::detail::Waiter& waiter() noexcept { return node_; }
-    arbor::detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(arbor::detail::WakeList& wake) {
-      const std::error_code e = state_.push_locked(*node_.message, wake);
+      const std::error_code e = state_.push_locked(*this->node_.message, wake);
       if (e == Errc::channel_full) return false;
-      if (!e) node_.message.reset();
-      node_.error = e;
+      if (!e) this->node_.message.reset();
+      this->node_.error = e;
       return true;
     }
-    void enqueue_locked() noexcept { state_.senders.push_back(node_); }
-    void remove_locked(arbor::detail::WakeList&) noexcept { state_.senders.remove(node_); }
 
    private:
     State& state_;
-    detail::Node<T> node_;
-    arbor::detail::CancelHook hook_;
   };
 
   /// `co_await tx.send(m)`: waits while the channel is full. SendResult<T>: success, or
@@ -296,16 +289,7 @@ class Sender : public detail::SenderBase<T, arbor::detail::RingQueue<T>> {
   SendAwaiter send(T message) { return SendAwaiter(*this->state_, std::move(message)); }
 
   /// Sends now if there is room; channel_full or channel_closed otherwise, `m` returned.
-  SendResult<T> try_send(T message) {
-    std::error_code e;
-    {
-      arbor::detail::WakeList wake;
-      std::lock_guard guard(this->state_->lock);
-      e = this->state_->push_locked(message, wake);
-    }
-    if (e) return {e, std::move(message)};
-    return {};
-  }
+  SendResult<T> try_send(T message) { return this->push_now(message); }
 
   std::size_t capacity() const noexcept { return this->state_->queue.capacity(); }
 };
@@ -321,16 +305,7 @@ class UnboundedSender : public detail::SenderBase<T, arbor::detail::SegmentQueue
 
   /// Queues `m` (allocating a block every 32 queued messages when the queue grows; see above).
   /// Fails only with channel_closed, returning `m`.
-  SendResult<T> send(T message) {
-    std::error_code e;
-    {
-      arbor::detail::WakeList wake;
-      std::lock_guard guard(this->state_->lock);
-      e = this->state_->push_locked(message, wake);
-    }
-    if (e) return {e, std::move(message)};
-    return {};
-  }
+  SendResult<T> send(T message) { return this->push_now(message); }
 };
 
 /// A bounded channel of `capacity` >= 1 messages (the ring is allocated here, once).

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <utility>
 
@@ -65,25 +66,16 @@ class Mutex {
     if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Mutex");
   }
 
-  class [[nodiscard]] LockAwaiter {
+  class [[nodiscard]] LockAwaiter : public detail::ParkingAwaiter<LockAwaiter> {
    public:
-    explicit LockAwaiter(Mutex& m) noexcept : mutex_(m) {}
-    LockAwaiter(const LockAwaiter&) = delete;
+    explicit LockAwaiter(Mutex& m) noexcept : ParkingAwaiter(m.lock_, m.waiters_), mutex_(m) {}
 
     bool await_ready() noexcept { return mutex_.try_acquire(); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return detail::park(*this, h);
-    }
     Result<Guard> await_resume() noexcept {
-      if (auto e = detail::finish(waiter_, hook_)) return e;
+      if (auto e = finish()) return e;
       return Guard(&mutex_);
     }
 
-    // For detail::park and detail::cancel.
-    detail::SpinLock& lock() noexcept { return mutex_.lock_; }
-    detail::Waiter& waiter() noexcept { return waiter_; }
-    detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(detail::WakeList&) noexcept {
       // Either take the lock or make sure the holder's unlock takes the slow path (state 2).
       std::uint32_t s = mutex_.state_.load(std::memory_order_relaxed);
@@ -102,16 +94,13 @@ class Mutex {
         }
       }
     }
-    void enqueue_locked() noexcept { mutex_.waiters_.push_back(waiter_); }
-    void remove_locked(detail::WakeList&) noexcept {
-      mutex_.waiters_.remove(waiter_);
+    void remove_locked(detail::WakeList& wake) noexcept {
+      ParkingAwaiter::remove_locked(wake);
       if (mutex_.waiters_.empty()) mutex_.state_.store(kLocked, std::memory_order_relaxed);
     }
 
    private:
     Mutex& mutex_;
-    detail::Waiter waiter_;
-    detail::CancelHook hook_;
   };
 
   /// `co_await m.lock()`: Result<Guard>; operation_canceled if the task is cancelled while it
@@ -128,10 +117,8 @@ class Mutex {
   bool is_locked() const noexcept { return state_.load(std::memory_order_relaxed) != kUnlocked; }
   /// Tasks waiting for the lock (racy: for tests and metrics).
   std::size_t waiting() noexcept {
-    lock_.lock();
-    const std::size_t n = waiters_.size();
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return waiters_.size();
   }
 
  private:

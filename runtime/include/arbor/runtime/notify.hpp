@@ -19,6 +19,8 @@
 // with a message (a precondition violation).
 #pragma once
 
+#include <mutex>
+
 #include "arbor/result.hpp"
 #include "arbor/runtime/waiter_list.hpp"
 
@@ -33,29 +35,16 @@ class Notify {
     if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Notify");
   }
 
-  class [[nodiscard]] NotifiedAwaiter {
+  class [[nodiscard]] NotifiedAwaiter : public detail::ParkingAwaiter<NotifiedAwaiter> {
    public:
-    explicit NotifiedAwaiter(Notify& n) noexcept : notify_(n) {}
-    NotifiedAwaiter(const NotifiedAwaiter&) = delete;
+    explicit NotifiedAwaiter(Notify& n) noexcept
+        : ParkingAwaiter(n.lock_, n.waiters_), notify_(n) {}
 
-    bool await_ready() noexcept { return detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return detail::park(*this, h);
-    }
-    Result<void> await_resume() noexcept { return detail::finish(waiter_, hook_); }
-
-    detail::SpinLock& lock() noexcept { return notify_.lock_; }
-    detail::Waiter& waiter() noexcept { return waiter_; }
-    detail::CancelHook& hook() noexcept { return hook_; }
+    Result<void> await_resume() noexcept { return finish(); }
     bool try_locked(detail::WakeList&) noexcept { return std::exchange(notify_.permit_, false); }
-    void enqueue_locked() noexcept { notify_.waiters_.push_back(waiter_); }
-    void remove_locked(detail::WakeList&) noexcept { notify_.waiters_.remove(waiter_); }
 
    private:
     Notify& notify_;
-    detail::Waiter waiter_;
-    detail::CancelHook hook_;
   };
 
   /// `co_await n.notified()`: Result<void> when notified (or a stored permit is consumed);
@@ -85,10 +74,8 @@ class Notify {
 
   /// Tasks waiting (racy: for tests and metrics).
   std::size_t waiting() noexcept {
-    lock_.lock();
-    const std::size_t n = waiters_.size();
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return waiters_.size();
   }
 
  private:

@@ -115,41 +115,30 @@ class Receiver {
   }
   ~Receiver() { close(); }
 
-  class [[nodiscard]] RecvAwaiter {
+  class [[nodiscard]] RecvAwaiter
+      : public arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>> {
    public:
-    explicit RecvAwaiter(State& s) noexcept : state_(s) {}
-    RecvAwaiter(const RecvAwaiter&) = delete;
+    explicit RecvAwaiter(State& s) noexcept
+        : arbor::detail::ParkingAwaiter<RecvAwaiter, detail::Node<T>>(s.lock, s.receiver),
+          state_(s) {}
 
-    bool await_ready() { return arbor::detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return arbor::detail::park(*this, h);
-    }
     Result<T> await_resume() {
-      if (auto e = arbor::detail::finish(node_, hook_)) return e;
-      return std::move(*node_.value);
+      if (auto e = this->finish()) return e;
+      return std::move(*this->node_.value);
     }
-
-    arbor::detail::SpinLock& lock() noexcept { return state_.lock; }
-    arbor::detail::Waiter& waiter() noexcept { return node_; }
-    arbor::detail::CancelHook& hook() noexcept { return hook_; }
     bool try_locked(arbor::detail::WakeList&) {
       if (state_.value) {
-        node_.value.emplace(std::move(*state_.value));
+        this->node_.value.emplace(std::move(*state_.value));
         state_.value.reset();
         return true;
       }
       if (!state_.sender_done && !state_.receiver_closed) return false;
-      node_.error = make_error_code(Errc::channel_closed);
+      this->node_.error = make_error_code(Errc::channel_closed);
       return true;
     }
-    void enqueue_locked() noexcept { state_.receiver.push_back(node_); }
-    void remove_locked(arbor::detail::WakeList&) noexcept { state_.receiver.remove(node_); }
 
    private:
     State& state_;
-    detail::Node<T> node_;
-    arbor::detail::CancelHook hook_;
   };
 
   /// `co_await rx.recv()`: Result<T>, the value; channel_closed if the sender went without

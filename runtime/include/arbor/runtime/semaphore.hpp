@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstddef>
+#include <mutex>
 
 #include "arbor/result.hpp"
 #include "arbor/runtime/waiter_list.hpp"
@@ -39,33 +40,23 @@ class Semaphore {
     std::size_t wanted = 0;
   };
 
-  class [[nodiscard]] AcquireAwaiter {
+  class [[nodiscard]] AcquireAwaiter : public detail::ParkingAwaiter<AcquireAwaiter, Node> {
    public:
-    AcquireAwaiter(Semaphore& s, std::size_t n) noexcept : sem_(s) { node_.wanted = n; }
-    AcquireAwaiter(const AcquireAwaiter&) = delete;
-
-    bool await_ready() noexcept { return detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return detail::park(*this, h);
+    AcquireAwaiter(Semaphore& s, std::size_t n) noexcept
+        : ParkingAwaiter(s.lock_, s.waiters_), sem_(s) {
+      node_.wanted = n;
     }
-    Result<void> await_resume() noexcept { return detail::finish(node_, hook_); }
 
-    detail::SpinLock& lock() noexcept { return sem_.lock_; }
-    detail::Waiter& waiter() noexcept { return node_; }
-    detail::CancelHook& hook() noexcept { return hook_; }
+    Result<void> await_resume() noexcept { return finish(); }
     bool try_locked(detail::WakeList&) noexcept { return sem_.take_locked(node_.wanted); }
-    void enqueue_locked() noexcept { sem_.waiters_.push_back(node_); }
     void remove_locked(detail::WakeList& wake) noexcept {
       const bool was_front = sem_.waiters_.front() == &node_;
-      sem_.waiters_.remove(node_);
+      ParkingAwaiter::remove_locked(wake);
       if (was_front) sem_.grant_locked(wake);
     }
 
    private:
     Semaphore& sem_;
-    Node node_;
-    detail::CancelHook hook_;
   };
 
   /// `co_await s.acquire(n)`: Result<void> once n permits are this task's; operation_canceled
@@ -75,10 +66,8 @@ class Semaphore {
 
   /// Takes n permits if they are free and nobody waits; never waits.
   bool try_acquire(std::size_t n = 1) noexcept {
-    lock_.lock();
-    const bool ok = take_locked(n);
-    lock_.unlock();
-    return ok;
+    std::lock_guard guard(lock_);
+    return take_locked(n);
   }
 
   /// Adds n permits and wakes the waiters at the front that they satisfy, in order.
@@ -92,17 +81,13 @@ class Semaphore {
 
   /// Free permits (racy: for tests and metrics).
   std::size_t available() noexcept {
-    lock_.lock();
-    const std::size_t n = permits_;
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return permits_;
   }
   /// Tasks waiting (racy: for tests and metrics).
   std::size_t waiting() noexcept {
-    lock_.lock();
-    const std::size_t n = waiters_.size();
-    lock_.unlock();
-    return n;
+    std::lock_guard guard(lock_);
+    return waiters_.size();
   }
 
  private:

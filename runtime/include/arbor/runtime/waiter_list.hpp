@@ -268,11 +268,45 @@ bool try_now(Op& op) noexcept {
   return done;
 }
 
-/// The common end of await_resume: the callback is gone, then the outcome.
-inline std::error_code finish(Waiter& w, CancelHook& hook) noexcept {
-  hook.disarm();
-  return w.error;
-}
+/// The common shape of an awaiter that parks on a primitive: it owns the waiter node and the
+/// cancel hook, and knows the primitive's lock and the list it waits in. Derived supplies
+/// try_locked() and await_resume() (which starts with finish()), and may replace
+/// enqueue_locked() / remove_locked() (hiding these) when waiting changes more than the list,
+/// or await_ready() with a lock-free fast path.
+template <class Derived, class Node = Waiter>
+class ParkingAwaiter {
+ public:
+  ParkingAwaiter(SpinLock& lock, WaiterList& list) noexcept : lock_(lock), list_(list) {}
+  ParkingAwaiter(const ParkingAwaiter&) = delete;
+
+  bool await_ready() noexcept { return try_now(self()); }
+  template <class P>
+  bool await_suspend(std::coroutine_handle<P> h) noexcept {
+    return park(self(), h);
+  }
+
+  // For park() and cancel().
+  SpinLock& lock() noexcept { return lock_; }
+  Waiter& waiter() noexcept { return node_; }
+  CancelHook& hook() noexcept { return hook_; }
+  void enqueue_locked() noexcept { list_.push_back(node_); }
+  void remove_locked(WakeList&) noexcept { list_.remove(node_); }
+
+ protected:
+  /// The common end of await_resume: the callback is gone, then the outcome.
+  std::error_code finish() noexcept {
+    hook_.disarm();
+    return node_.error;
+  }
+
+  Node node_;
+
+ private:
+  Derived& self() noexcept { return static_cast<Derived&>(*this); }
+  SpinLock& lock_;
+  WaiterList& list_;
+  CancelHook hook_;
+};
 
 /// For destructors: destroying a primitive that tasks still wait on is a precondition
 /// violation; it ends the process with a message rather than leaving them to dangle.

@@ -138,21 +138,17 @@ class Receiver {
     --state_->receivers;
   }
 
-  class [[nodiscard]] ChangedAwaiter {
+  class [[nodiscard]] ChangedAwaiter
+      : public arbor::detail::ParkingAwaiter<ChangedAwaiter, detail::Node> {
    public:
-    explicit ChangedAwaiter(Receiver& r) noexcept : rx_(r) { node_.seen = &r.seen_; }
-    ChangedAwaiter(const ChangedAwaiter&) = delete;
-
-    bool await_ready() noexcept { return arbor::detail::try_now(*this); }
-    template <class P>
-    bool await_suspend(std::coroutine_handle<P> h) noexcept {
-      return arbor::detail::park(*this, h);
+    explicit ChangedAwaiter(Receiver& r) noexcept
+        : arbor::detail::ParkingAwaiter<ChangedAwaiter, detail::Node>(r.state_->lock,
+                                                                      r.state_->waiting),
+          rx_(r) {
+      this->node_.seen = &r.seen_;
     }
-    Result<void> await_resume() noexcept { return arbor::detail::finish(node_, hook_); }
 
-    arbor::detail::SpinLock& lock() noexcept { return rx_.state_->lock; }
-    arbor::detail::Waiter& waiter() noexcept { return node_; }
-    arbor::detail::CancelHook& hook() noexcept { return hook_; }
+    Result<void> await_resume() noexcept { return this->finish(); }
     bool try_locked(arbor::detail::WakeList&) noexcept {
       State& s = *rx_.state_;
       if (rx_.seen_ != s.version) {
@@ -160,16 +156,12 @@ class Receiver {
         return true;
       }
       if (s.sender_alive) return false;
-      node_.error = make_error_code(Errc::channel_closed);
+      this->node_.error = make_error_code(Errc::channel_closed);
       return true;
     }
-    void enqueue_locked() noexcept { rx_.state_->waiting.push_back(node_); }
-    void remove_locked(arbor::detail::WakeList&) noexcept { rx_.state_->waiting.remove(node_); }
 
    private:
     Receiver& rx_;
-    detail::Node node_;
-    arbor::detail::CancelHook hook_;
   };
 
   /// `co_await rx.changed()`: Result<void> once the value has changed since this receiver
