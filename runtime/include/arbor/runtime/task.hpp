@@ -133,12 +133,23 @@ class TaskPromise : public PromiseBase {
   std::suspend_always initial_suspend() const noexcept { return {}; }
   FinalAwaiter final_suspend() const noexcept { return {}; }
   void unhandled_exception() noexcept { result_.template emplace<2>(std::current_exception()); }
+  std::exception_ptr take_error() noexcept {
+    std::exception_ptr error = std::move(std::get<2>(result_));
+    result_.template emplace<0>();
+    return error;
+  }
   template <class U>
   void return_value(U&& value) {
     result_.template emplace<1>(std::forward<U>(value));
   }
+  // Awaited once, so the exception moves out: the frame keeps no reference to it. Otherwise
+  // the last reference could go with the frame, on whichever thread destroys it, after the
+  // awaiter on another thread was told the task is done (a spawned root's frame is destroyed
+  // after its joiner is woken): a race on the exception object as far as ThreadSanitizer can
+  // see, since libstdc++'s reference counts are not instrumented
+  // (TaskGroup.CancelOnErrorCancelsTheSiblingsAndRethrows under TSan found it).
   T take() {
-    if (result_.index() == 2) std::rethrow_exception(std::get<2>(result_));
+    if (result_.index() == 2) std::rethrow_exception(take_error());
     return std::move(std::get<1>(result_));
   }
 
@@ -153,8 +164,8 @@ class TaskPromise<void> : public PromiseBase {
   FinalAwaiter final_suspend() const noexcept { return {}; }
   void unhandled_exception() noexcept { error_ = std::current_exception(); }
   void return_void() const noexcept {}
-  void take() {
-    if (error_) std::rethrow_exception(error_);
+  void take() {  // the exception moves out, as TaskPromise<T>::take() says why
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
