@@ -14,47 +14,12 @@
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/http/server.hpp"
+#include "http_client.hpp"
 
 namespace arbor::http {
 namespace {
 
-// A blocking client connection, closed by its destructor.
-class Client {
- public:
-  explicit Client(int port) : fd_(::socket(AF_INET, SOCK_STREAM, 0)) {
-    timeval tv{10, 0};  // a safety bound, not synchronisation
-    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<std::uint16_t>(port));
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-  }
-  ~Client() { ::close(fd_); }
-  Client(const Client&) = delete;
-  Client& operator=(const Client&) = delete;
-
-  bool connected() const { return connected_; }
-  bool send(const std::string& s) {
-    return ::send(fd_, s.data(), s.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(s.size());
-  }
-  // Reads until the reply ends with `tail` (the handler's body); false on EOF or timeout.
-  bool reply_ending_with(const std::string& tail) {
-    std::string got;
-    char buf[1024];
-    while (got.size() < tail.size() || got.compare(got.size() - tail.size(), tail.size(), tail)) {
-      const ssize_t n = ::recv(fd_, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) return false;
-      got.append(buf, static_cast<std::size_t>(n));
-    }
-    return got.starts_with("HTTP/1.1 200");
-  }
-
- private:
-  int fd_;
-  bool connected_ = false;
-};
+using http_test::Client;
 
 class HttpServerMemory : public ::testing::TestWithParam<std::string> {
  protected:
@@ -95,7 +60,7 @@ TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
     clients.push_back(std::make_unique<Client>(port()));
     ASSERT_TRUE(clients.back()->connected());
     ASSERT_TRUE(clients.back()->send(kRequest));
-    ASSERT_TRUE(clients.back()->reply_ending_with("fine"));
+    ASSERT_TRUE(clients.back()->read_response().body == "fine");
   }
   // A reply arrives just before its connection gives the buffer back: wait for the last ones.
   ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
@@ -106,12 +71,12 @@ TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
 
   for (auto& c : clients) {
     ASSERT_TRUE(c->send(kRequest));
-    ASSERT_TRUE(c->reply_ending_with("fine"));
+    ASSERT_TRUE(c->read_response().body == "fine");
   }
   ASSERT_TRUE(clients[0]->send("GET /x HTTP/1.1\r\nHo"));
   ASSERT_TRUE(sched::test::eventually([&] { return lent() == 1; })) << lent() << " lent, not 1";
   ASSERT_TRUE(clients[0]->send("st: h\r\n\r\n"));
-  ASSERT_TRUE(clients[0]->reply_ending_with("fine"));
+  ASSERT_TRUE(clients[0]->read_response().body == "fine");
   ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
       << lent() << " buffers still lent";
   EXPECT_EQ(server_->counters().requests, 2u * kClients + 1);
@@ -135,7 +100,7 @@ TEST_P(HttpServerMemory, AfterASpikeThePoolKeepsItsBoundAndReturnsTheRest) {
   EXPECT_EQ(server_->counters().buffers_kept, 0u);
   for (auto& c : clients) {
     ASSERT_TRUE(c->send("Host: h\r\n\r\n"));
-    ASSERT_TRUE(c->reply_ending_with("fine"));
+    ASSERT_TRUE(c->read_response().body == "fine");
   }
   ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
       << lent() << " buffers still lent";
