@@ -890,6 +890,10 @@ SchedulerCounters Scheduler::counters() const noexcept {
   return c;
 }
 
+bool Scheduler::idle() const noexcept {
+  return unparked_of(idle_state_.load(std::memory_order_acquire)) == 0 && !anything_queued();
+}
+
 int Scheduler::parked_workers() const noexcept {
   const int unparked = static_cast<int>(unparked_of(idle_state_.load(std::memory_order_relaxed)));
   const int parked = started_.load(std::memory_order_acquire) - unparked;

@@ -5,12 +5,6 @@
 
 namespace arbor::io {
 
-std::int64_t now_ns() noexcept {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
 TimerQueue::Added TimerQueue::add(Timer& timer) {
   std::lock_guard lock(mutex_);
   if (timer.cancelled || closed_) return Added::cancelled;

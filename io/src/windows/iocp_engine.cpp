@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <limits>
 
 #include "arbor/io/log.hpp"
@@ -264,7 +265,13 @@ void IocpEngine::on_poller_stop(int poller) noexcept {
   if (!cancelling()) return;  // pending operations stay pending (Engine::stop)
   // Bounded in case a cancel is lost: reported, not waited for forever.
   constexpr std::int64_t kPatienceNs = 10'000'000'000;
-  const std::int64_t give_up = now_ns() + kPatienceNs;
+  // Real time, not now_ns(): a test's paused clock must not make this wait forever.
+  const auto steady = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(
+               std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  const std::int64_t give_up = steady() + kPatienceNs;
   std::vector<sched::Event> events;
   try {
     events.resize(options().max_batch);
@@ -275,7 +282,7 @@ void IocpEngine::on_poller_stop(int poller) noexcept {
   for (;;) {
     const std::size_t left = awaiting_packets(poller);
     if (left == 0) return;
-    const std::int64_t now = now_ns();
+    const std::int64_t now = steady();
     if (now >= give_up) {
       log::error("iocp: {} cancelled operation(s) had no completion {} s after stop", left,
                  kPatienceNs / 1'000'000'000);

@@ -245,6 +245,8 @@ class Engine {
   friend struct EngineTestAccess;  // tests that feed deliver() directly
   friend class EngineDriver;       // workers mode: reap() and deliver() for the poll right's holder
   void run_poller(int poller) noexcept;
+  // A paused clock's slice: how long poller 0 waits before it looks at the clock again.
+  static constexpr std::int64_t kPausedSliceNs = 200'000;
   // One wait on `poller` plus, on poller 0, the expired timers: returns the events in `events`
   // (room for K IO events and, on poller 0, K timers; `fired` is scratch for the timers).
   std::size_t reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,

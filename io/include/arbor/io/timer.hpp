@@ -1,17 +1,15 @@
-// Timer: a pending timer, owned by whoever waits on it (an awaiter in a coroutine frame), and
-// the monotonic clock timers are measured on. Engine::add_timer() queues one; the engine keeps
+// Timer: a pending timer, owned by whoever waits on it (an awaiter in a coroutine frame),
+// measured on now_ns() (arbor/io/clock.hpp). Engine::add_timer() queues one; the engine keeps
 // pending timers in its TimerQueue (io/src/common/timer_queue.hpp).
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 
+#include "arbor/io/clock.hpp"
 #include "arbor/sched/event_pool.hpp"
 
 namespace arbor::io {
-
-/// Monotonic clock in nanoseconds (std::chrono::steady_clock).
-std::int64_t now_ns() noexcept;
 
 /// A pending timer, owned by the waiter. `handler` is delivered as an Event with target = this
 /// and result 0 when it fires, or -ECANCELED when it is cancelled.

@@ -21,13 +21,12 @@
 #include "arbor/io/engine.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/result.hpp"
+#include "arbor/runtime/clock.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/runtime.hpp"
 #include "arbor/runtime/task.hpp"
 
 namespace arbor {
-
-using Clock = std::chrono::steady_clock;
 
 namespace detail {
 

@@ -87,6 +87,9 @@ class Scheduler {
   int workers() const noexcept { return workers_; }
   /// Workers parked right now (racy).
   int parked_workers() const noexcept;
+  /// Every worker parked (the driver's waiter counts as parked) and nothing queued (racy: a
+  /// submit from another thread may be on its way). A paused test clock jumps only then.
+  bool idle() const noexcept;
 
   /// From now on an idle worker waits in `driver` while it holds its poll right (see
   /// driver.hpp). The driver must stay valid until detach_driver() returns. At most one driver

@@ -1,0 +1,219 @@
+// The paused test clock (TestClock) and Interval. With the clock paused, a runtime with
+// nothing left to do but wait for a timer jumps the clock to that timer's deadline, so these
+// tests wait for hours of timers in no real time. What they check is exact on that clock:
+// a timer completes at its deadline, not before and not after time has moved past it.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <mutex>
+#include <stdexcept>
+#include <vector>
+
+#include "arbor/arbor.hpp"
+#include "gate.hpp"
+#include "runtime_support.hpp"
+
+namespace arbor {
+namespace {
+
+using namespace std::chrono_literals;
+
+TEST(TestClockApi, AdvanceMovesTheClockByExactlyThatMuch) {
+  TestClock clock;
+  const auto start = clock.now();
+  EXPECT_EQ(Clock::now(), start);  // paused: no runtime to move it
+  clock.advance(5s);
+  EXPECT_EQ(Clock::now() - start, 5s);
+  clock.advance(0s);
+  EXPECT_EQ(Clock::now() - start, 5s);
+  EXPECT_THROW(clock.advance(-1ns), std::invalid_argument);
+  EXPECT_EQ(Clock::now() - start, 5s);
+}
+
+TEST(TestClockApi, OnlyOneAtATimeAndTimeNeverGoesBack) {
+  Clock::time_point left;
+  {
+    TestClock clock;
+    EXPECT_THROW(TestClock{}, std::logic_error);
+    clock.advance(1h);
+    left = Clock::now();
+  }
+  // Running again, from where the test left it: an hour ahead of steady_clock, never back.
+  EXPECT_GE(Clock::now(), left);
+  TestClock again;  // the first one's end released the clock
+  EXPECT_GE(Clock::now(), left);
+}
+
+class TestClockTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(TestClockTest, AnHourLongTimeoutFiresWithoutWaitingForIt) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  test::Gate never;
+  auto body = [&]() -> Task<Result<void>> { co_return co_await with_timeout(1h, never.wait()); };
+  const auto start = Clock::now();
+  auto r = rt->block_on(body());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out);
+  EXPECT_GE(Clock::now() - start, 1h);  // never before its deadline
+}
+
+// Each sleeper records the clock when it wakes: exactly its deadline, since the clock jumps
+// only when no task is left to run, and a woken sleeper is one.
+TEST_P(TestClockTest, SleepsWakeExactlyAtTheirDeadlinesInOrder) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  const auto start = Clock::now();
+  std::mutex mutex;
+  std::vector<std::pair<Clock::duration, Clock::duration>> woke;  // deadline, woke at
+  auto sleeper = [&](Clock::duration d) -> Task<void> {
+    auto r = co_await sleep_until(start + d);
+    const auto at = Clock::now() - start;
+    EXPECT_TRUE(r);
+    std::lock_guard lock(mutex);
+    woke.emplace_back(d, at);
+  };
+  auto body = [&]() -> Task<void> {
+    std::vector<Task<void>> tasks;
+    for (int minutes : {7, 3, 59, 1, 30, 3, 12, 120, 45, 2})
+      tasks.push_back(sleeper(std::chrono::minutes(minutes)));
+    co_await when_all(std::move(tasks));
+  };
+  rt->block_on(body());
+  ASSERT_EQ(woke.size(), 10u);
+  for (const auto& [deadline, at] : woke)
+    EXPECT_EQ(at, deadline);
+  EXPECT_TRUE(std::is_sorted(woke.begin(), woke.end()));
+}
+
+// A chain of dependent sleeps: each deadline exists only once the previous one has fired.
+TEST_P(TestClockTest, AThousandSequentialSleepsOfAnHourEach) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam(), 1);
+  ASSERT_TRUE(rt);
+  auto body = []() -> Task<bool> {
+    const auto start = Clock::now();
+    for (int i = 1; i <= 1000; ++i) {
+      if (!co_await sleep_for(1h)) co_return false;
+      if (Clock::now() - start != i * 1h) co_return false;
+    }
+    co_return true;
+  };
+  EXPECT_TRUE(rt->block_on(body()));
+}
+
+// A task that keeps yielding keeps the runtime busy, so the clock cannot jump by itself: only
+// advance() can wake the sleeper, and it does (a hang here means it did not).
+TEST_P(TestClockTest, AdvanceFiresWhatIsDueWhileTheRuntimeIsBusy) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  std::atomic<bool> woke{false};
+  auto body = [&]() -> Task<bool> {
+    const auto start = Clock::now();
+    auto sleeper = [&]() -> Task<Clock::duration> {
+      co_await sleep_until(start + 10s);
+      woke.store(true);
+      co_return Clock::now() - start;
+    };
+    auto busy = [&]() -> Task<int> {
+      clock.advance(4s);
+      clock.advance(6s);
+      int yields = 0;
+      while (!woke.load()) {
+        co_await yield();
+        ++yields;
+      }
+      co_return yields;
+    };
+    auto [slept, _] = co_await when_all(sleeper(), busy());
+    co_return slept == 10s && Clock::now() - start == 10s;
+  };
+  EXPECT_TRUE(rt->block_on(body()));
+}
+
+TEST_P(TestClockTest, IntervalBurstCatchesUpOnMissedTicks) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<std::vector<Clock::duration>> {
+    const auto start = Clock::now();
+    Interval ticks = interval(10ms);  // MissedTicks::burst
+    std::vector<Clock::duration> at;
+    for (int i = 0; i < 2; ++i)
+      at.push_back(*co_await ticks.tick() - start);
+    clock.advance(35ms);  // busy for 35 ms: now start + 45 ms; ticks at 20, 30, 40 missed
+    for (int i = 0; i < 4; ++i)
+      at.push_back(*co_await ticks.tick() - start);
+    at.push_back(Clock::now() - start);
+    co_return at;
+  };
+  const std::vector<Clock::duration> expected = {0ms, 10ms, 20ms, 30ms, 40ms, 50ms, 50ms};
+  EXPECT_EQ(rt->block_on(body()), expected);
+}
+
+TEST_P(TestClockTest, IntervalDelayStartsAgainAndSkipKeepsTheGrid) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto run = [&](MissedTicks missed) -> Task<std::vector<Clock::duration>> {
+    const auto start = Clock::now();
+    Interval ticks(start, 10ms, missed);
+    std::vector<Clock::duration> at;
+    for (int i = 0; i < 2; ++i)
+      at.push_back(*co_await ticks.tick() - start);
+    clock.advance(35ms);  // now start + 45 ms
+    for (int i = 0; i < 3; ++i)
+      at.push_back(*co_await ticks.tick() - start);
+    co_return at;
+  };
+  // The late tick (20) completes at once; then delay: 45 + 10, 65; skip: the grid's 50, 60.
+  const std::vector<Clock::duration> delay = {0ms, 10ms, 20ms, 55ms, 65ms};
+  const std::vector<Clock::duration> skip = {0ms, 10ms, 20ms, 50ms, 60ms};
+  EXPECT_EQ(rt->block_on(run(MissedTicks::delay)), delay);
+  EXPECT_EQ(rt->block_on(run(MissedTicks::skip)), skip);
+}
+
+TEST_P(TestClockTest, ACancelledTickIsNotTaken) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<bool> {
+    const auto start = Clock::now();
+    Interval ticks(start + 10ms, 10ms);
+    auto early = co_await with_timeout(5ms, ticks.tick());
+    if (early || early.error() != std::errc::timed_out) co_return false;
+    if (Clock::now() - start != 5ms) co_return false;
+    auto tick = co_await ticks.tick();  // the one the timeout interrupted
+    co_return tick&&* tick - start == 10ms && ticks.next() - start == 20ms;
+  };
+  EXPECT_TRUE(rt->block_on(body()));
+}
+
+TEST_P(TestClockTest, AnIntervalOfTheLongestPeriodTicksOnceAndThenWaits) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<bool> {
+    Interval ticks = interval(Clock::duration::max());
+    if (!co_await ticks.tick()) co_return false;                    // the first, now
+    if (ticks.next() != Clock::time_point::max()) co_return false;  // saturated, no overflow
+    auto second = co_await with_timeout(24h, ticks.tick());
+    co_return !second && second.error() == std::errc::timed_out;
+  };
+  EXPECT_TRUE(rt->block_on(body()));
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, TestClockTest, ::testing::ValuesIn(test::engine_variants()),
+                         test::engine_name);
+
+TEST(Interval, APeriodThatIsNotPositiveIsRefused) {
+  EXPECT_THROW(interval(0ms), std::invalid_argument);
+  EXPECT_THROW(Interval(Clock::now(), -1ms), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace arbor
