@@ -463,6 +463,43 @@ TEST_P(SocketTest, ShutdownReadEndsAPendingRead) {
   }
 }
 
+// shutdown(write) while a write waits for room (the peer reads nothing yet): the write ends
+// with broken_pipe instead of waiting forever, and the peer then reads a prefix of what was
+// written, intact, followed by an orderly end of stream (not a reset). With one worker the
+// writer runs first and waits before the shutdown runs; if it did not, the same holds.
+TEST_P(SocketTest, ShutdownWriteEndsAPendingWrite) {
+  auto rt = test::make_runtime(GetParam(), 1);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto pair = co_await connected_pair(r);
+    if (!pair) co_return "pair";
+    Bytes data(32 << 20);  // far more than loopback's socket buffers hold
+    for (std::size_t i = 0; i < data.size(); ++i)
+      data[i] = static_cast<std::byte>(i * 7 + 3);
+    auto writer = r.spawn(pair->server.write_all(data));
+    auto shutter = r.spawn(
+        [](TcpStream& s) -> Task<Result<void>> { co_return s.shutdown_write(); }(pair->server));
+    if (auto shut = co_await std::move(shutter); !shut)
+      co_return "shutdown: " + shut.error().message();
+    auto written = co_await std::move(writer);
+    if (written) co_return "the pending write succeeded after shutdown(write)";
+    if (written.error() != std::errc::broken_pipe)
+      co_return "pending write: " + written.error().message();
+    std::size_t got = 0;
+    Bytes buf(256 << 10);
+    for (;;) {
+      auto n = co_await pair->client.read_some(buf);
+      if (!n) co_return "peer read: " + n.error().message();
+      if (*n == 0) break;
+      if (got + *n > data.size()) co_return "more bytes than were written";
+      if (std::memcmp(buf.data(), data.data() + got, *n) != 0) co_return "corrupt bytes";
+      got += *n;
+    }
+    if (got == data.size()) co_return "every byte arrived although the write failed";
+    co_return "ok";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
 // readable() waits for data without taking any: the bytes are all there for the read after it,
 // whether they arrived while it waited (one worker: the writer runs only once it is pending)
 // or were already there.
