@@ -361,7 +361,7 @@ TEST_P(SocketTest, ReadableTimeoutsRacingCompletionsLoseNothing) {
       co_return true;
     };
     auto reader = [](TcpStream& s) -> Task<std::string> {
-      auto wait = [](TcpStream& s) -> Task<Result<void>> { co_return co_await s.readable(); };
+      auto wait = [](TcpStream& t) -> Task<Result<void>> { co_return co_await t.readable(); };
       int next = 0;
       while (next < kBytes) {
         auto r = co_await with_timeout(std::chrono::microseconds(30 + next % 40), wait(s));
