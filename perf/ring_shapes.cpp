@@ -22,9 +22,13 @@
 //                       one descriptor per listener). A connection stays on its ring for life.
 //
 // Both shapes: multishot accept, single-shot recv into a per-connection 4 KiB buffer, single-shot
-// send of what came in (the rest resubmitted on a short send), then the next recv.
+// send of what came in (the rest resubmitted on a short send), then the next recv. With
+// --recv multishot, arbor's own receive path instead: one multishot receive per connection into
+// provided buffers (1024 x 4 KiB per ring) and the reply sent at once with MSG_DONTWAIT, the ring
+// taking only what the socket refuses; then an echo submits nothing to the ring.
 //
-//   ring_shapes [--shape shared|per-thread] [--threads T] [--port P] [--busy-us N]
+//   ring_shapes [--shape shared|per-thread] [--threads T] [--port P] [--recv single|multishot]
+//               [--busy-us N]
 //
 // --busy-us N: every 100th message a thread handles burns N µs of CPU before its reply (an
 // uneven request). Prints "ready <port>" once listening; runs until killed.
@@ -34,6 +38,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -78,6 +83,7 @@ struct Options {
   int threads = 2;
   int port = 0;
   int busy_us = 0;
+  bool multishot = false;  // --recv multishot: provided buffers and a direct send
 };
 Options options;
 int listener = -1;
@@ -91,7 +97,49 @@ struct alignas(8) Conn {
   int fd;
   unsigned len = 0;   // bytes received, to echo
   unsigned sent = 0;  // of which sent so far
+  // --recv multishot: a connection's CQEs may be run by two threads at once in the shared shape.
+  std::mutex lock;
+  bool send_pending = false;  // a ring send of buf is in flight
+  bool recv_ended = false;    // the multishot receive ended for good
   char buf[kBufferSize];
+};
+
+// --recv multishot: a ring's provided buffers (group 0). In the shared shape any thread gives a
+// buffer back, under `lock`; a ring of its own has one thread and needs none.
+struct Buffers {
+  static constexpr unsigned kCount = 1024;
+  io_uring_buf_ring* ring = nullptr;
+  std::unique_ptr<char[]> memory;
+  std::mutex lock;
+  bool locked = false;
+
+  void init(io_uring& r, bool shared_ring) {
+    locked = shared_ring;
+    const std::size_t bytes = kCount * sizeof(io_uring_buf);
+    void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_ANONYMOUS | MAP_PRIVATE, -1, 0);
+    if (p == MAP_FAILED) die("mmap", errno);
+    ring = static_cast<io_uring_buf_ring*>(p);
+    io_uring_buf_ring_init(ring);
+    io_uring_buf_reg reg{};
+    reg.ring_addr = reinterpret_cast<std::uint64_t>(ring);
+    reg.ring_entries = kCount;
+    reg.bgid = 0;
+    if (const int e = io_uring_register_buf_ring(&r, &reg, 0); e < 0)
+      die("io_uring_register_buf_ring", -e);
+    memory = std::make_unique<char[]>(std::size_t{kCount} * kBufferSize);
+    for (unsigned id = 0; id < kCount; ++id)
+      io_uring_buf_ring_add(ring, data(id), kBufferSize, static_cast<unsigned short>(id),
+                            io_uring_buf_ring_mask(kCount), static_cast<int>(id));
+    io_uring_buf_ring_advance(ring, kCount);
+  }
+  char* data(unsigned id) { return memory.get() + std::size_t{id} * kBufferSize; }
+  void give_back(unsigned id) {
+    std::unique_lock guard(lock, std::defer_lock);
+    if (locked) guard.lock();
+    io_uring_buf_ring_add(ring, data(id), kBufferSize, static_cast<unsigned short>(id),
+                          io_uring_buf_ring_mask(kCount), 0);
+    io_uring_buf_ring_advance(ring, 1);
+  }
 };
 
 struct Req {
@@ -130,7 +178,13 @@ void prep(io_uring& ring, const Req& r) {
       io_uring_prep_multishot_accept(sqe, listener, nullptr, nullptr, SOCK_CLOEXEC);
       break;
     case kRecv:
-      io_uring_prep_recv(sqe, r.conn->fd, r.conn->buf, kBufferSize, 0);
+      if (options.multishot) {
+        io_uring_prep_recv_multishot(sqe, r.conn->fd, nullptr, 0, 0);
+        sqe->flags |= IOSQE_BUFFER_SELECT;
+        sqe->buf_group = 0;
+      } else {
+        io_uring_prep_recv(sqe, r.conn->fd, r.conn->buf, kBufferSize, 0);
+      }
       break;
     case kSend:
       io_uring_prep_send(sqe, r.conn->fd, r.conn->buf + r.conn->sent, r.conn->len - r.conn->sent,
@@ -161,10 +215,79 @@ void close_conn(Conn* c) {
   delete c;
 }
 
+// --recv multishot: a receive's CQE. The bytes are sent at once with MSG_DONTWAIT, as arbor
+// sends; what the socket does not take goes to the ring, and bytes arriving meanwhile queue
+// behind it. `shared_ring`: the connection's lock is needed (two threads may run its CQEs).
+template <class Emit>
+void handle_multishot_recv(const Cqe& e, unsigned& count, Buffers& buffers, Emit&& emit) {
+  Conn* c = conn_of(e.data);
+  std::unique_lock guard(c->lock, std::defer_lock);
+  if (buffers.locked) guard.lock();
+  if (e.res > 0) {
+    if (!(e.flags & IORING_CQE_F_BUFFER)) die("multishot receive without a buffer", EINVAL);
+    const unsigned id = e.flags >> IORING_CQE_BUFFER_SHIFT;
+    const char* p = buffers.data(id);
+    const auto n = static_cast<unsigned>(e.res);
+    if (options.busy_us > 0 && ++count % 100 == 0) burn(options.busy_us);
+    unsigned done = 0;
+    if (!c->send_pending) {
+      const ssize_t w = ::send(c->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (w > 0) done = static_cast<unsigned>(w);
+      if (w < 0 && errno != EAGAIN) ::shutdown(c->fd, SHUT_RDWR);  // the receive ends with it
+      c->len = c->sent = 0;
+    }
+    if (done < n) {
+      if (c->len + (n - done) > kBufferSize) die("echo backlog over 4 KiB", ENOBUFS);
+      std::memcpy(c->buf + c->len, p + done, n - done);
+      c->len += n - done;
+      if (!c->send_pending) {
+        c->send_pending = true;
+        emit(Req{c, kSend});
+      }
+    }
+    buffers.give_back(id);
+  }
+  if (e.flags & IORING_CQE_F_MORE) return;
+  if (e.res > 0 || e.res == -ENOBUFS) {  // stopped, not finished: arm it again
+    emit(Req{c, kRecv});
+    return;
+  }
+  c->recv_ended = true;
+  const bool close_now = !c->send_pending;
+  if (guard.owns_lock()) guard.unlock();
+  if (close_now) close_conn(c);
+}
+
+// --recv multishot: a ring send of what the direct send left.
+template <class Emit>
+void handle_multishot_send(const Cqe& e, Buffers& buffers, Emit&& emit) {
+  Conn* c = conn_of(e.data);
+  std::unique_lock guard(c->lock, std::defer_lock);
+  if (buffers.locked) guard.lock();
+  if (e.res < 0) {
+    ::shutdown(c->fd, SHUT_RDWR);
+    c->len = c->sent = 0;
+  } else {
+    c->sent += static_cast<unsigned>(e.res);
+  }
+  if (c->sent < c->len) {
+    emit(Req{c, kSend});
+    return;
+  }
+  c->len = c->sent = 0;
+  c->send_pending = false;
+  const bool close_now = c->recv_ended;
+  if (guard.owns_lock()) guard.unlock();
+  if (close_now) close_conn(c);
+}
+
 // The echo, the same in both shapes: `emit` queues the next request, `accepted` takes a new
 // connection's descriptor. `count` is the thread's message count, for --busy-us.
 template <class Emit, class Accepted>
-void handle(const Cqe& e, unsigned& count, Emit&& emit, Accepted&& accepted) {
+void handle(const Cqe& e, unsigned& count, Buffers& buffers, Emit&& emit, Accepted&& accepted) {
+  if (options.multishot && op_of(e.data) == kRecv)
+    return handle_multishot_recv(e, count, buffers, emit);
+  if (options.multishot && op_of(e.data) == kSend) return handle_multishot_send(e, buffers, emit);
   switch (op_of(e.data)) {
     case kAccept:
       if (e.res < 0) die("accept", -e.res);
@@ -250,6 +373,7 @@ unsigned reap(io_uring& ring, Cqe* out) {
 
 struct RingThread {
   io_uring ring{};
+  Buffers buffers;
   unsigned count = 0;
 };
 std::vector<std::unique_ptr<RingThread>> ring_threads;
@@ -258,6 +382,7 @@ void run_per_thread(int index, std::latch& ready) {
   RingThread& self = *ring_threads[static_cast<std::size_t>(index)];
   // Created on the thread that uses it: a single-issuer ring belongs to its creator.
   const char* mode = init_ring(self.ring, /*per_thread=*/true);
+  if (options.multishot) self.buffers.init(self.ring, /*shared_ring=*/false);
   if (index == 0) std::fprintf(stderr, "ring_shapes: per-thread rings, %s\n", mode);
   ready.arrive_and_wait();  // every ring exists before the first MSG_RING names one
   io_uring& ring = self.ring;
@@ -286,7 +411,7 @@ void run_per_thread(int index, std::latch& ready) {
       } else if (op_of(e.data) == kNewConn) {  // a connection handed to us; res = its fd
         emit(Req{new_conn(e.res), kRecv});
       } else {
-        handle(e, self.count, emit, accepted);
+        handle(e, self.count, self.buffers, emit, accepted);
       }
     }
   }
@@ -328,6 +453,7 @@ class Semaphore {
 
 struct SharedRing {
   io_uring ring{};
+  Buffers buffers;
   int eventfd = -1;
   std::uint64_t eventfd_value = 0;
   bool wake_read_posted = false;  // only the holder of the right touches the ring's state
@@ -478,7 +604,7 @@ void run_shared() {
   auto accepted = [&](int fd) { emit(Req{new_conn(fd), kRecv}); };
   for (;;) {
     for (std::size_t i = 0; i < local.size(); ++i)
-      handle(local[i], count, emit, accepted);
+      handle(local[i], count, shared.buffers, emit, accepted);
     local.clear();
     if (!out.empty()) flush(out, scratch);
     if (take_shared_work(local)) continue;
@@ -510,7 +636,7 @@ int make_listener(int port) {
 void usage() {
   std::fprintf(stderr,
                "usage: ring_shapes [--shape shared|per-thread] [--threads T] [--port P] "
-               "[--busy-us N]\n");
+               "[--recv single|multishot] [--busy-us N]\n");
   std::exit(2);
 }
 
@@ -527,6 +653,8 @@ int main(int argc, char** argv) {
       options.threads = std::atoi(v.c_str());
     } else if (a == "--port") {
       options.port = std::atoi(v.c_str());
+    } else if (a == "--recv" && (v == "single" || v == "multishot")) {
+      options.multishot = v == "multishot";
     } else if (a == "--busy-us") {
       options.busy_us = std::atoi(v.c_str());
     } else {
@@ -539,6 +667,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> threads;
   if (options.shared) {
     std::fprintf(stderr, "ring_shapes: shared ring, %s\n", init_ring(shared.ring, false));
+    if (options.multishot) shared.buffers.init(shared.ring, /*shared_ring=*/true);
     shared.eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (shared.eventfd < 0) die("eventfd", errno);
     // Armed by the first holder, a worker: the kernel runs a request's task work on its submitter.
