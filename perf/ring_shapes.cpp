@@ -90,7 +90,7 @@ int listener = -1;
 
 [[noreturn]] void die(const char* what, int err) {
   std::fprintf(stderr, "ring_shapes: %s: %s\n", what, std::strerror(err));
-  std::exit(1);
+  std::_Exit(1);  // no static destructors under the other threads' feet
 }
 
 struct alignas(8) Conn {
@@ -99,8 +99,14 @@ struct alignas(8) Conn {
   unsigned sent = 0;  // of which sent so far
   // --recv multishot: a connection's CQEs may be run by two threads at once in the shared shape.
   std::mutex lock;
-  bool send_pending = false;  // a ring send of buf is in flight
+  bool send_pending = false;  // a ring send of `sending` is in flight
+  std::vector<char> sending;  // what the direct send left, in the ring's send
+  std::vector<char> backlog;  // bytes received while that send is in flight
   bool recv_ended = false;    // the multishot receive ended for good
+  // Shared shape: CQEs reaped and not yet run. Counted in CQE order under the poll right, so a
+  // connection outlives every CQE of it that a thread still holds (its EOF may be run before a
+  // data CQE another thread took from the run queue).
+  std::atomic<int> held{0};
   char buf[kBufferSize];
 };
 
@@ -187,8 +193,12 @@ void prep(io_uring& ring, const Req& r) {
       }
       break;
     case kSend:
-      io_uring_prep_send(sqe, r.conn->fd, r.conn->buf + r.conn->sent, r.conn->len - r.conn->sent,
-                         MSG_NOSIGNAL);
+      if (options.multishot)
+        io_uring_prep_send(sqe, r.conn->fd, r.conn->sending.data() + r.conn->sent,
+                           r.conn->sending.size() - r.conn->sent, MSG_NOSIGNAL);
+      else
+        io_uring_prep_send(sqe, r.conn->fd, r.conn->buf + r.conn->sent, r.conn->len - r.conn->sent,
+                           MSG_NOSIGNAL);
       break;
     default:
       die("prep", EINVAL);
@@ -215,6 +225,15 @@ void close_conn(Conn* c) {
   delete c;
 }
 
+// --recv multishot, after a CQE of `c` ran (its lock held in the shared shape): the connection
+// goes once its receive has ended, no send is in flight and no other thread holds a CQE of it.
+void release(Conn* c, Buffers& buffers, std::unique_lock<std::mutex>& guard) {
+  const bool last = !buffers.locked || c->held.fetch_sub(1, std::memory_order_acq_rel) == 1;
+  const bool done = last && c->recv_ended && !c->send_pending;
+  if (guard.owns_lock()) guard.unlock();
+  if (done) close_conn(c);
+}
+
 // --recv multishot: a receive's CQE. The bytes are sent at once with MSG_DONTWAIT, as arbor
 // sends; what the socket does not take goes to the ring, and bytes arriving meanwhile queue
 // behind it. `shared_ring`: the connection's lock is needed (two threads may run its CQEs).
@@ -229,33 +248,28 @@ void handle_multishot_recv(const Cqe& e, unsigned& count, Buffers& buffers, Emit
     const char* p = buffers.data(id);
     const auto n = static_cast<unsigned>(e.res);
     if (options.busy_us > 0 && ++count % 100 == 0) burn(options.busy_us);
-    unsigned done = 0;
-    if (!c->send_pending) {
+    if (c->send_pending) {
+      c->backlog.insert(c->backlog.end(), p, p + n);
+    } else {
       const ssize_t w = ::send(c->fd, p, n, MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (w > 0) done = static_cast<unsigned>(w);
+      const unsigned done = w > 0 ? static_cast<unsigned>(w) : 0;
       if (w < 0 && errno != EAGAIN) ::shutdown(c->fd, SHUT_RDWR);  // the receive ends with it
-      c->len = c->sent = 0;
-    }
-    if (done < n) {
-      if (c->len + (n - done) > kBufferSize) die("echo backlog over 4 KiB", ENOBUFS);
-      std::memcpy(c->buf + c->len, p + done, n - done);
-      c->len += n - done;
-      if (!c->send_pending) {
+      if (done < n) {
+        c->sending.assign(p + done, p + n);
+        c->sent = 0;
         c->send_pending = true;
         emit(Req{c, kSend});
       }
     }
     buffers.give_back(id);
   }
-  if (e.flags & IORING_CQE_F_MORE) return;
-  if (e.res > 0 || e.res == -ENOBUFS) {  // stopped, not finished: arm it again
-    emit(Req{c, kRecv});
-    return;
+  if (!(e.flags & IORING_CQE_F_MORE)) {
+    if (e.res > 0 || e.res == -ENOBUFS)  // stopped, not finished: arm it again
+      emit(Req{c, kRecv});
+    else
+      c->recv_ended = true;
   }
-  c->recv_ended = true;
-  const bool close_now = !c->send_pending;
-  if (guard.owns_lock()) guard.unlock();
-  if (close_now) close_conn(c);
+  release(c, buffers, guard);
 }
 
 // --recv multishot: a ring send of what the direct send left.
@@ -266,19 +280,23 @@ void handle_multishot_send(const Cqe& e, Buffers& buffers, Emit&& emit) {
   if (buffers.locked) guard.lock();
   if (e.res < 0) {
     ::shutdown(c->fd, SHUT_RDWR);
-    c->len = c->sent = 0;
+    c->sending.clear();
+    c->backlog.clear();
+    c->sent = 0;
   } else {
     c->sent += static_cast<unsigned>(e.res);
   }
-  if (c->sent < c->len) {
-    emit(Req{c, kSend});
-    return;
+  if (c->sent == c->sending.size()) {  // all sent: the backlog is next
+    c->sending.swap(c->backlog);
+    c->backlog.clear();
+    c->sent = 0;
   }
-  c->len = c->sent = 0;
-  c->send_pending = false;
-  const bool close_now = c->recv_ended;
-  if (guard.owns_lock()) guard.unlock();
-  if (close_now) close_conn(c);
+  if (c->sending.empty()) {
+    c->send_pending = false;
+  } else {
+    emit(Req{c, kSend});
+  }
+  release(c, buffers, guard);
 }
 
 // The echo, the same in both shapes: `emit` queues the next request, `accepted` takes a new
@@ -555,6 +573,8 @@ void poll(std::vector<Cqe>& local, std::vector<Req>& scratch) {
         shared.wake_read_posted = false;
         continue;
       }
+      if (options.multishot && (op_of(cqes[i].data) == kRecv || op_of(cqes[i].data) == kSend))
+        conn_of(cqes[i].data)->held.fetch_add(1, std::memory_order_relaxed);
       cqes[kept++] = cqes[i];
     }
     // Woken only to submit (the eventfd) and nothing reaped: keep the right and wait again, as
@@ -665,6 +685,7 @@ int main(int argc, char** argv) {
   listener = make_listener(options.port);
 
   std::vector<std::thread> threads;
+  std::latch ready(options.threads + 1);  // per-thread: every ring exists before the first accept
   if (options.shared) {
     std::fprintf(stderr, "ring_shapes: shared ring, %s\n", init_ring(shared.ring, false));
     if (options.multishot) shared.buffers.init(shared.ring, /*shared_ring=*/true);
@@ -680,7 +701,6 @@ int main(int argc, char** argv) {
   } else {
     for (int i = 0; i < options.threads; ++i)
       ring_threads.push_back(std::make_unique<RingThread>());
-    std::latch ready(options.threads + 1);
     for (int i = 0; i < options.threads; ++i)
       threads.emplace_back([i, &ready] { run_per_thread(i, ready); });
     ready.arrive_and_wait();
