@@ -12,7 +12,9 @@
 //                         kernel (a Dekker pair on `sleeping` and `pending`), as SubmitBatch does;
 //                       - every release of the right hands the kernel over: it wakes a parked
 //                         thread if there is one (it takes the right and waits in the kernel, or
-//                         finds the holder's surplus in the run queue).
+//                         finds the holder's surplus in the run queue); a holder woken only to
+//                         submit keeps the right and waits again. Unlike arbor, no spin before
+//                         parking.
 //   --shape per-thread  a ring per thread (SINGLE_ISSUER | DEFER_TASKRUN, falling back to
 //                       COOP_TASKRUN, then basic), each thread the only submitter and reaper of
 //                       its ring. One listener, on thread 0's ring: each accepted connection goes
@@ -25,7 +27,10 @@
 // send of what came in (the rest resubmitted on a short send), then the next recv. With
 // --recv multishot, arbor's own receive path instead: one multishot receive per connection into
 // provided buffers (1024 x 4 KiB per ring) and the reply sent at once with MSG_DONTWAIT, the ring
-// taking only what the socket refuses; then an echo submits nothing to the ring.
+// taking only what the socket refuses; then an echo submits nothing to the ring. (In the shared
+// shape two threads may then run two CQEs of one connection at once: a per-connection lock and
+// a count of held CQEs keep that safe, but not the bytes' order across the two, which an echo
+// with one message in flight, as echo_load sends, never needs.)
 //
 //   ring_shapes [--shape shared|per-thread] [--threads T] [--port P] [--recv single|multishot]
 //               [--busy-us N]
@@ -236,7 +241,7 @@ void release(Conn* c, Buffers& buffers, std::unique_lock<std::mutex>& guard) {
 
 // --recv multishot: a receive's CQE. The bytes are sent at once with MSG_DONTWAIT, as arbor
 // sends; what the socket does not take goes to the ring, and bytes arriving meanwhile queue
-// behind it. `shared_ring`: the connection's lock is needed (two threads may run its CQEs).
+// behind it. Shared shape: under the connection's lock (two threads may run its CQEs at once).
 template <class Emit>
 void handle_multishot_recv(const Cqe& e, unsigned& count, Buffers& buffers, Emit&& emit) {
   Conn* c = conn_of(e.data);
