@@ -2,12 +2,26 @@
 // one io_context per thread (threads = CPUs in the affinity mask, or argv[2]), the acceptor
 // on the first, accepted sockets spread round-robin, async_read_some/async_write with a
 // per-connection buffer (Asio recycles handler memory per thread). Prints "ready <port>".
+// argv[3] (optional, perf/compare-ring-shapes): every 100th message a thread echoes burns that
+// many µs of CPU first, an uneven request.
+#include <chrono>
+#include <cstdlib>
 #include <memory>
 #include <utility>
 
 #include "asio_server.hpp"
 
 namespace {
+
+int busy_us = 0;
+
+void maybe_burn() {
+  thread_local unsigned count = 0;
+  if (busy_us <= 0 || ++count % 100 != 0) return;
+  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(busy_us);
+  while (std::chrono::steady_clock::now() < end) {
+  }
+}
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -19,7 +33,9 @@ class Session : public std::enable_shared_from_this<Session> {
     socket_.async_read_some(
         asio::buffer(buffer_),
         [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
-          if (!ec) self->write(n);
+          if (ec) return;
+          maybe_burn();
+          self->write(n);
         });
   }
   void write(std::size_t n) {
@@ -35,5 +51,6 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 3) busy_us = std::atoi(argv[3]);
   return serve_per_thread<Session>(argc, argv);
 }
