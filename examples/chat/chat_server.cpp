@@ -7,6 +7,7 @@
 // disconnected, and nobody else waits for it. A line over kMaxLine bytes ends the connection.
 // Ctrl-C (SIGINT/SIGTERM) says goodbye to every client, closes each connection in order and
 // exits 0; a second Ctrl-C stops at once.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <memory>
@@ -142,7 +143,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: chat_server [HOST:PORT]  (e.g. 127.0.0.1:7100, [::1]:7100)\n");
     return 2;
   }
-  sigset_t signals;  // SIGINT/SIGTERM go to a plain thread (not a handler): see echo_server
+  sigset_t signals;  // SIGINT/SIGTERM go to a plain thread, not a handler
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
@@ -150,12 +151,21 @@ int main(int argc, char** argv) {
 
   arbor::Event stop;  // outlives the runtime
   arbor::Runtime rt;
-  std::thread([&rt, &stop, signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    stop.set();  // the first: goodbye to everyone
-    sigwait(&signals, &signal);
-    rt.request_stop();  // the second: cancel everything now
-  }).detach();
-  return rt.block_on(serve(rt, *address, stop));
+  std::atomic<bool> done{false};
+  // Joined before the runtime goes (a detached thread could still be inside set() or
+  // request_stop() while main destroys the runtime): it looks at `done` every 100 ms.
+  std::thread signal_thread([&] {
+    const timespec tick{0, 100'000'000};
+    for (int received = 0; !done.load();) {
+      if (sigtimedwait(&signals, nullptr, &tick) <= 0) continue;
+      if (++received == 1)
+        stop.set();  // the first: goodbye to everyone
+      else
+        rt.request_stop();  // the second: cancel everything now
+    }
+  });
+  const int status = rt.block_on(serve(rt, *address, stop));
+  done = true;
+  signal_thread.join();
+  return status;
 }
