@@ -625,6 +625,59 @@ TEST(Semaphore, CancellationsRacingWithGrantsLosePermitsNowhere) {
 
 // ---------------------------------------------------------------- destruction with waiters
 
+// --------------------------------------------------- awaiters inside with_timeout, when_any
+
+// Rule 5 of the cancellable-awaitable protocol (docs/guide.md): an awaiter is
+// move-constructible until awaited, because with_timeout and when_any move it into a frame of
+// their own. Every primitive's and channel's awaiter (a ParkingAwaiter) once was not, so
+// `with_timeout(1s, notify.notified())` did not compile.
+static_assert(std::is_move_constructible_v<Mutex::LockAwaiter>);
+static_assert(std::is_move_constructible_v<Semaphore::AcquireAwaiter>);
+static_assert(std::is_move_constructible_v<Notify::NotifiedAwaiter>);
+static_assert(std::is_move_constructible_v<Event::WaitAwaiter>);
+static_assert(std::is_move_constructible_v<Barrier::ArriveAwaiter>);
+static_assert(std::is_move_constructible_v<mpsc::Receiver<int>::RecvAwaiter>);
+static_assert(std::is_move_constructible_v<mpsc::Sender<int>::SendAwaiter>);
+static_assert(std::is_move_constructible_v<oneshot::Receiver<int>::RecvAwaiter>);
+static_assert(std::is_move_constructible_v<broadcast::Receiver<int>::RecvAwaiter>);
+static_assert(std::is_move_constructible_v<watch::Receiver<int>::ChangedAwaiter>);
+
+TEST(AwaiterMoves, PrimitivesAndChannelsWorkInsideWithTimeoutAndWhenAny) {
+  using namespace std::chrono_literals;
+  auto rt = test::make_runtime("auto");
+  auto seen = rt->block_on([]() -> Task<std::vector<int>> {
+    std::vector<int> out;
+    Notify notify;
+    auto quiet = co_await with_timeout(20ms, notify.notified());  // nobody notifies
+    out.push_back(!quiet && quiet.error() == std::errc::timed_out ? 1 : 0);
+    notify.notify_one();  // a stored permit: the moved awaiter takes it
+    out.push_back(co_await with_timeout(10s, notify.notified()) ? 1 : 0);
+
+    Mutex mutex;
+    auto guard = co_await with_timeout(10s, mutex.lock());  // Result<Mutex::Guard>
+    out.push_back(guard && mutex.try_lock() == std::nullopt ? 1 : 0);
+
+    Event event;
+    event.set();
+    auto first = co_await when_any(event.wait(), sleep_for(10s));
+    out.push_back(static_cast<int>(first.index()));  // 0: the event
+
+    auto [tx, rx] = mpsc::channel<int>(1);
+    auto empty = co_await with_timeout(20ms, rx.recv());
+    out.push_back(!empty && empty.error() == std::errc::timed_out ? 1 : 0);
+    (void)tx.try_send(5);
+    auto five = co_await with_timeout(10s, rx.recv());
+    out.push_back(five ? *five : -1);
+
+    auto [btx, brx] = broadcast::channel<int>(4);
+    (void)btx.send(7);
+    auto seven = co_await when_any(brx.recv(), sleep_for(10s));
+    out.push_back(seven.index() == 0 && std::get<0>(seven) ? *std::get<0>(seven) : -1);
+    co_return out;
+  }());
+  EXPECT_EQ(seen, (std::vector<int>{1, 1, 1, 0, 1, 5, 7}));
+}
+
 // Each primitive's destructor ends the process, naming itself, when tasks still wait on it.
 template <class Primitive, class Wait>
 void destroy_with_a_waiter(Primitive* p, Wait wait) {

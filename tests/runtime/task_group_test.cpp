@@ -51,6 +51,40 @@ TEST(TaskGroup, NextGivesResultsInFinishingOrder) {
   EXPECT_EQ(order, (std::vector<int>{2, 0, 1, 99}));
 }
 
+// try_next() never waits: nullopt while nothing has finished; then the finished child's value,
+// which leaves the group (size() drops); a child's exception is rethrown, and so taken.
+TEST(TaskGroup, TryNextTakesOnlyWhatHasFinished) {
+  auto rt = test::make_runtime("auto");
+  Gate gate;
+  auto seen = rt->block_on([](Gate& g) -> Task<std::vector<int>> {
+    co_return co_await task_group<int>([&g](TaskGroup<int>& group) -> Task<std::vector<int>> {
+      std::vector<int> out;
+      group.spawn(open_then_value(g, 7));
+      out.push_back(group.try_next() ? 99 : -1);  // still running
+      g.open();
+      co_await group.join();
+      out.push_back(static_cast<int>(group.size()));  // 1: finished, not yet taken
+      auto r = group.try_next();
+      out.push_back(r ? *r : -2);
+      out.push_back(static_cast<int>(group.size()));
+      out.push_back(group.try_next() ? 99 : -1);  // nothing left
+      group.spawn([]() -> Task<int> {
+        throw std::runtime_error("child");
+        co_return 0;
+      }());
+      co_await group.join();
+      try {
+        (void)group.try_next();
+        out.push_back(99);
+      } catch (const std::runtime_error&) {
+        out.push_back(-3);
+      }
+      co_return out;
+    });  // the exception was taken: the scope does not rethrow it
+  }(gate));
+  EXPECT_EQ(seen, (std::vector<int>{-1, 1, 7, 0, -1, -3}));
+}
+
 TEST(TaskGroup, TheScopeWaitsForEveryChild) {
   auto rt = test::make_runtime("auto");
   std::atomic<int> done{0};

@@ -112,8 +112,23 @@ class TaskGroup {
   /// nullopt once no child is running and every result has been taken. Rethrows the child's
   /// exception if it ended with one. Not interrupted by cancellation: cancelling the group
   /// makes the children finish, which ends the wait.
-  auto next() noexcept { return Next{*this}; }
+  auto next() noexcept { return Next{*this, std::nullopt}; }
 
+  /// The result of a child that has already finished (the earliest), or nullopt if none has:
+  /// never waits. Rethrows the child's exception like next(). A long-lived group (a server's
+  /// connections) calls it now and then to let finished children's results go, which would
+  /// otherwise stay until the scope ends (Tokio's JoinSet::try_join_next).
+  std::optional<value_type> try_next() {
+    std::optional<Outcome> taken;
+    {
+      std::lock_guard lock(mutex_);
+      if (finished_.empty()) return std::nullopt;
+      taken.emplace(std::move(finished_.front()));
+      finished_.pop_front();
+    }
+    if (taken->index() == 1) std::rethrow_exception(std::get<1>(*taken));
+    return std::move(std::get<0>(*taken));
+  }
   /// `co_await g.join()`: waits until every child spawned so far has finished. Results
   /// nobody took stay for next(); no exception is rethrown here (task_group() does that).
   auto join() noexcept { return Join{*this}; }

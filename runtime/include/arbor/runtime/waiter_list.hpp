@@ -278,6 +278,11 @@ class ParkingAwaiter {
  public:
   ParkingAwaiter(SpinLock& lock, WaiterList& list) noexcept : lock_(lock), list_(list) {}
   ParkingAwaiter(const ParkingAwaiter&) = delete;
+  /// Only before it is awaited (rule 5 of docs/guide.md: with_timeout and when_any move an
+  /// awaitable into a frame of their own): the node is neither queued nor armed yet, so its
+  /// fields (what the derived awaiter put there) move and the hook starts empty.
+  ParkingAwaiter(ParkingAwaiter&& other) noexcept
+      : node_(std::move(other.node_)), lock_(other.lock_), list_(other.list_) {}
 
   bool await_ready() noexcept { return try_now(self()); }
   template <class P>
