@@ -3,6 +3,7 @@
 //   echo_server [HOST:PORT]        (default 127.0.0.1:7000; ARBOR_ENGINE picks the engine)
 //
 // Ctrl-C stops it: the runtime cancels the accept loop and every connection, then exits.
+#include <atomic>
 #include <csignal>
 #include <cstdio>
 #include <thread>
@@ -53,10 +54,16 @@ int main(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the runtime starts its threads
 
   arbor::Runtime rt;
-  std::thread([&rt, signals] {
-    int signal = 0;
-    sigwait(&signals, &signal);
-    rt.request_stop();
-  }).detach();
-  return rt.block_on(serve(rt, *address));
+  std::atomic<bool> done{false};
+  // Joined before the runtime goes: a detached thread could still be inside request_stop()
+  // while main returns and destroys the runtime. So it looks at `done` every 100 ms.
+  std::thread signal_thread([&] {
+    const timespec tick{0, 100'000'000};
+    while (!done.load())
+      if (sigtimedwait(&signals, nullptr, &tick) > 0) rt.request_stop();
+  });
+  const int status = rt.block_on(serve(rt, *address));
+  done = true;
+  signal_thread.join();
+  return status;
 }
