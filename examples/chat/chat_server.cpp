@@ -7,15 +7,13 @@
 // disconnected, and nobody else waits for it. A line over kMaxLine bytes ends the connection.
 // Ctrl-C (SIGINT/SIGTERM) says goodbye to every client, closes each connection in order and
 // exits 0; a second Ctrl-C stops at once.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
-#include <thread>
 #include <variant>
 
 #include "arbor/arbor.hpp"
+#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -143,29 +141,14 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: chat_server [HOST:PORT]  (e.g. 127.0.0.1:7100, [::1]:7100)\n");
     return 2;
   }
-  sigset_t signals;  // SIGINT/SIGTERM go to a plain thread, not a handler
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the runtime starts its threads
-
-  arbor::Event stop;  // outlives the runtime
+  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
+  arbor::Event stop;                                        // outlives the runtime
   arbor::Runtime rt;
-  std::atomic<bool> done{false};
-  // Joined before the runtime goes (a detached thread could still be inside set() or
-  // request_stop() while main destroys the runtime): it looks at `done` every 100 ms.
-  std::thread signal_thread([&] {
-    const timespec tick{0, 100'000'000};
-    for (int received = 0; !done.load();) {
-      if (sigtimedwait(&signals, nullptr, &tick) <= 0) continue;
-      if (++received == 1)
-        stop.set();  // the first: goodbye to everyone
-      else
-        rt.request_stop();  // the second: cancel everything now
-    }
+  examples::SignalThread on_signal(signals, [&](int nth) {
+    if (nth == 1)
+      stop.set();  // the first: goodbye to everyone
+    else
+      rt.request_stop();  // the second: cancel everything now
   });
-  const int status = rt.block_on(serve(rt, *address, stop));
-  done = true;
-  signal_thread.join();
-  return status;
+  return rt.block_on(serve(rt, *address, stop));
 }

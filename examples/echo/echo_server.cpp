@@ -3,12 +3,10 @@
 //   echo_server [HOST:PORT]        (default 127.0.0.1:7000; ARBOR_ENGINE picks the engine)
 //
 // Ctrl-C stops it: the runtime cancels the accept loop and every connection, then exits.
-#include <atomic>
-#include <csignal>
 #include <cstdio>
-#include <thread>
 
 #include "arbor/arbor.hpp"
+#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -46,24 +44,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: echo_server [HOST:PORT]  (e.g. 127.0.0.1:7000, [::1]:7000)\n");
     return 2;
   }
-  // Turn SIGINT/SIGTERM into a runtime stop from a plain thread (not a signal handler).
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the runtime starts its threads
-
+  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
-  std::atomic<bool> done{false};
-  // Joined before the runtime goes: a detached thread could still be inside request_stop()
-  // while main returns and destroys the runtime. So it looks at `done` every 100 ms.
-  std::thread signal_thread([&] {
-    const timespec tick{0, 100'000'000};
-    while (!done.load())
-      if (sigtimedwait(&signals, nullptr, &tick) > 0) rt.request_stop();
-  });
-  const int status = rt.block_on(serve(rt, *address));
-  done = true;
-  signal_thread.join();
-  return status;
+  examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });
+  return rt.block_on(serve(rt, *address));
 }

@@ -6,16 +6,14 @@
 // write side and relays the other direction until it ends too. No bytes either way for the
 // idle timeout closes both connections. A client whose upstream cannot be reached is reset
 // (RST), and so is the other side when one resets. Ctrl-C (SIGINT/SIGTERM) stops the proxy.
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 #include <utility>
 
 #include "arbor/arbor.hpp"
+#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -104,23 +102,8 @@ int main(int argc, char** argv) {
                  "usage: tcp_proxy LISTEN_HOST:PORT UPSTREAM_HOST:PORT [--idle-timeout SECONDS]\n");
     return 2;
   }
-  sigset_t signals;  // SIGINT/SIGTERM go to a plain thread, not a handler
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);  // before the runtime starts its threads
-
+  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
-  std::atomic<bool> done{false};
-  // Joined before the runtime goes (a detached thread could still be inside request_stop()
-  // while main destroys the runtime): it looks at `done` every 100 ms.
-  std::thread signal_thread([&] {
-    const timespec tick{0, 100'000'000};
-    while (!done.load())
-      if (sigtimedwait(&signals, nullptr, &tick) > 0) rt.request_stop();  // cancels everything
-  });
-  const int status = rt.block_on(serve(rt, *listen, *upstream, std::chrono::seconds(idle_seconds)));
-  done = true;
-  signal_thread.join();
-  return status;
+  examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });  // cancels all
+  return rt.block_on(serve(rt, *listen, *upstream, std::chrono::seconds(idle_seconds)));
 }
