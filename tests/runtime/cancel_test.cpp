@@ -225,5 +225,47 @@ TEST(Timeout, CancellingTheCallerCancelsTheAwaitable) {
   EXPECT_EQ(h.join_blocking().error(), kCanceled);
 }
 
+// Every primitive's and channel's wait follows the protocol, rule 5 included (movable until
+// awaited), so with_timeout and when_any take them like any other awaitable. A deadline in the
+// past: a wait that would park is cancelled; one that can complete at once keeps its result.
+TEST(Timeout, TakesThePrimitivesAndChannelsWaits) {
+  auto rt = test::make_runtime("auto");
+  rt->block_on([]() -> Task<> {
+    const auto past = Clock::now() - 1s;
+    Mutex m;
+    auto held = m.try_lock();
+    EXPECT_EQ((co_await with_timeout(past, m.lock())).error(), kTimedOut);
+    held->unlock();
+    auto guard = co_await with_timeout(past, m.lock());  // free: taken at once
+    EXPECT_TRUE(guard.has_value());
+    Semaphore s(1);
+    EXPECT_EQ((co_await with_timeout(past, s.acquire(2))).error(), kTimedOut);
+    EXPECT_TRUE((co_await with_timeout(past, s.acquire(1))).has_value());
+    Notify n;
+    EXPECT_EQ((co_await with_timeout(past, n.notified())).error(), kTimedOut);
+    Event e;
+    EXPECT_EQ((co_await with_timeout(past, e.wait())).error(), kTimedOut);
+    Barrier b(2);
+    EXPECT_EQ((co_await with_timeout(past, b.arrive_and_wait())).error(), kTimedOut);
+    EXPECT_EQ(b.waiting(), 0u);  // the arrival was withdrawn
+    auto [tx, rx] = mpsc::channel<int>(1);
+    EXPECT_EQ((co_await with_timeout(past, rx.recv())).error(), kTimedOut);
+    EXPECT_TRUE(tx.try_send(1));
+    EXPECT_EQ(*(co_await with_timeout(past, rx.recv())), 1);
+    auto [otx, orx] = oneshot::channel<int>();
+    EXPECT_EQ((co_await with_timeout(past, orx.recv())).error(), kTimedOut);
+    auto [btx, brx] = broadcast::channel<int>(2);
+    EXPECT_EQ((co_await with_timeout(past, brx.recv())).error(), kTimedOut);
+    auto [wtx, wrx] = watch::channel<int>(0);
+    EXPECT_EQ((co_await with_timeout(past, wrx.changed())).error(), kTimedOut);
+    // when_any moves them into contestants too: the set event wins, the notification is
+    // cancelled.
+    e.set();
+    auto first = co_await when_any(e.wait(), n.notified());
+    EXPECT_EQ(first.index(), 0u);
+    EXPECT_EQ(n.waiting(), 0u);
+  }());
+}
+
 }  // namespace
 }  // namespace arbor
