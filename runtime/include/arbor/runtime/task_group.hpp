@@ -159,7 +159,8 @@ class TaskGroup {
       std::lock_guard lock(mutex_);
       finished_.push_back(std::move(outcome));
       --running_;
-      waiter = std::exchange(waiter_, {});
+      // next() wants any finished child; join() only the last of the running ones.
+      if (!waiter_wants_all_ || running_ == 0) waiter = std::exchange(waiter_, {});
     }
     // Inline: the waiter is the group's owner, which must run before the group can go. This
     // child's frame touches nothing of the group after this call.
@@ -174,6 +175,7 @@ class TaskGroup {
       std::lock_guard lock(g.mutex_);
       if (!g.finished_.empty() || g.running_ == 0) return false;
       g.waiter_ = h;  // a finishing child resumes us (after this returns: it needs the lock)
+      g.waiter_wants_all_ = false;
       return true;
     }
     std::optional<value_type> await_resume() {
@@ -194,22 +196,16 @@ class TaskGroup {
     bool await_suspend(std::coroutine_handle<> h) {
       std::lock_guard lock(g.mutex_);
       if (g.running_ == 0) return false;
-      g.waiter_ = h;
+      g.waiter_ = h;  // the child that leaves none running resumes us
+      g.waiter_wants_all_ = true;
       return true;
     }
     void await_resume() noexcept {}
   };
 
-  // Joins until nothing runs (one wake-up per finishing child while a join waits).
-  Task<void> join_all() {
-    for (;;) {
-      {
-        std::lock_guard lock(mutex_);
-        if (running_ == 0) co_return;
-      }
-      co_await Join{*this};
-    }
-  }
+  // Joins until nothing runs (children may still spawn siblings while the join waits: the
+  // last to finish resumes it, and running_ counts those too).
+  Task<void> join_all() { co_await Join{*this}; }
 
   std::exception_ptr first_untaken_error() {
     std::lock_guard lock(mutex_);
@@ -225,6 +221,7 @@ class TaskGroup {
   std::size_t running_ = 0;
   std::deque<Outcome> finished_;
   std::coroutine_handle<> waiter_;  // the one task in next() or join(), if any
+  bool waiter_wants_all_ = false;   // join(): resume only when no child is running
 };
 
 /// TaskGroup<T>::scope(body, options): see there.
