@@ -194,6 +194,32 @@ TEST(MpscBounded, ClosingTheReceiverFailsWaitingSendsWithTheirMessages) {
   EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_closed));
 }
 
+// close() while a recv waits (called by another task: a shutdown path holding the receiver)
+// wakes that recv with channel_closed, as it would a recv started after close(); a sender is
+// still alive, so nothing else would ever wake it. One worker: the closer runs only once the
+// receiving task has parked.
+TEST(MpscBounded, CloseWakesAWaitingRecv) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = mpsc::channel<int>(2);
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn([](mpsc::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+    p = true;
+    co_return co_await rx.recv();
+  }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  rt->block_on([](mpsc::Receiver<int>& rx) -> Task<> {
+    rx.close();
+    co_return;
+  }(rx));
+  EXPECT_TRUE(is(tx.try_send(1).error(), Errc::channel_closed));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting recv was never woken";
+    rt->shutdown();  // cancels it, so that nothing outlives the channel
+    return;
+  }
+  EXPECT_TRUE(is(r.join_blocking().error(), Errc::channel_closed));
+}
+
 TEST(MpscBounded, DroppingTheReceiverClosesTheChannel) {
   auto [tx, rx] = mpsc::channel<std::unique_ptr<int>>(2);
   ASSERT_TRUE(tx.try_send(std::make_unique<int>(1)));
@@ -394,6 +420,31 @@ TEST(Oneshot, DroppedSenderClosesAndClosedReceiverRefuses) {
     EXPECT_TRUE(is(s.error(), Errc::channel_closed));
     EXPECT_EQ(s.take_message(), "kept");
   }
+}
+
+// close() while the recv waits: the recv ends with channel_closed. Without the wake-up it
+// could never end: the send that follows fails and spends the sender, so no drop wakes it.
+TEST(Oneshot, CloseWakesAWaitingRecv) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = oneshot::channel<int>();
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn([](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+    p = true;
+    co_return co_await r.recv();
+  }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  rt->block_on([](oneshot::Receiver<int>& r) -> Task<> {
+    r.close();
+    co_return;
+  }(rx));
+  auto s = std::move(tx).send(4);
+  EXPECT_TRUE(is(s.error(), Errc::channel_closed));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting recv was never woken";
+    rt->shutdown();  // cancels it, so that nothing outlives the channel
+    return;
+  }
+  EXPECT_TRUE(is(r.join_blocking().error(), Errc::channel_closed));
 }
 
 TEST(Oneshot, CancelledRecvLeavesTheValueForTheNext) {
