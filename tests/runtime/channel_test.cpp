@@ -220,6 +220,41 @@ TEST(MpscBounded, CloseWakesAWaitingRecv) {
   EXPECT_TRUE(is(r.join_blocking().error(), Errc::channel_closed));
 }
 
+// with_timeout around a send: a send the deadline cuts returns its message (timed_out); a send
+// that succeeded as the deadline passed reports the success, not timed_out (the message is in
+// the channel: a retry would duplicate it).
+TEST(MpscBounded, SendUnderATimeoutKeepsItsMessageAndItsSuccess) {
+  using namespace std::chrono_literals;
+  auto rt = test::make_runtime("auto");
+  auto [tx, rx] = mpsc::channel<std::unique_ptr<int>>(1);
+  ASSERT_TRUE(tx.try_send(std::make_unique<int>(0)));
+  rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<> {
+    auto cut = co_await with_timeout(Clock::now() - 1s, tx.send(std::make_unique<int>(1)));
+    EXPECT_EQ(cut.error(), std::errc::timed_out);
+    if (!cut.message()) {
+      ADD_FAILURE() << "the message was lost";
+      co_return;
+    }
+    EXPECT_EQ(*cut.take_message(), 1);
+  }(tx));
+  EXPECT_EQ(**rx.try_recv(), 0);
+  // The deadline has fired (the token says so) when this send completes, at once, with room.
+  auto late = rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<bool> {
+    auto r = co_await with_timeout(
+        Clock::now() - 1s,
+        [](mpsc::Sender<std::unique_ptr<int>>& t) -> Task<SendResult<std::unique_ptr<int>>> {
+          while (!(co_await this_task::stop_token()).stop_requested())
+            co_await yield();
+          co_return co_await t.send(std::make_unique<int>(2));
+        }(tx));
+    co_return r.has_value();
+  }(tx));
+  EXPECT_TRUE(late) << "the message was sent, yet the send reported a failure";
+  auto m = rx.try_recv();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(**m, 2);
+}
+
 TEST(MpscBounded, DroppingTheReceiverClosesTheChannel) {
   auto [tx, rx] = mpsc::channel<std::unique_ptr<int>>(2);
   ASSERT_TRUE(tx.try_send(std::make_unique<int>(1)));
