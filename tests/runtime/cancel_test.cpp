@@ -6,9 +6,11 @@
 #include <chrono>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
+#include "async_support.hpp"
 #include "gate.hpp"
 #include "runtime_support.hpp"
 
@@ -17,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::Gate;
+using test::until;
 
 constexpr auto kCanceled = std::errc::operation_canceled;
 constexpr auto kTimedOut = std::errc::timed_out;
@@ -265,6 +268,44 @@ TEST(Timeout, TakesThePrimitivesAndChannelsWaits) {
     EXPECT_EQ(first.index(), 0u);
     EXPECT_EQ(n.waiting(), 0u);
   }());
+}
+
+// A join cancelled (from another thread) as the joined task finishes: the join returns the
+// value, or throws operation_canceled and the handle still gives the value; never neither.
+TEST(Cancel, JoinCancellationsRacingCompletionsLoseNothing) {
+  auto rt = test::make_runtime("auto", 4);
+  for (int i = 0; i < 200; ++i) {
+    Gate gate;
+    auto child = rt->spawn([](Gate& g, int v) -> Task<int> {
+      (void)co_await g.wait();
+      co_return v;
+    }(gate, i));
+    std::stop_source stop;
+    TaskContext ctx{rt.get(), stop.get_token()};
+    std::atomic<bool> joining{false};
+    auto joiner = rt->spawn_in(
+        [](JoinHandle<int>& h, std::atomic<bool>& j) -> Task<int> {
+          j = true;
+          try {
+            co_return co_await std::move(h);
+          } catch (const std::system_error& e) {
+            EXPECT_EQ(e.code(), kCanceled);
+            co_return -1;
+          }
+        }(child, joining),
+        &ctx);
+    ASSERT_TRUE(until([&] { return joining.load(); }));
+    std::thread canceller([&] { stop.request_stop(); });
+    gate.open();
+    canceller.join();
+    const int got = joiner.join_blocking();
+    if (got == -1) {
+      ASSERT_TRUE(child.valid());
+      EXPECT_EQ(child.join_blocking(), i);  // the handle still has the result
+    } else {
+      EXPECT_EQ(got, i);
+    }
+  }
 }
 
 }  // namespace

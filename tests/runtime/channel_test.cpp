@@ -11,6 +11,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
@@ -742,6 +743,99 @@ TEST(Watch, ReceiversSeeMonotonicValuesAcrossWorkers) {
   }(std::move(tx), kValues));
   for (auto& r : readers)
     EXPECT_EQ(r.join_blocking(), kValues);
+}
+
+// ----------------------------------------------- cancellation racing with the hand-over
+
+// Each round, a waiting receiver is cancelled (from another thread) as the value is sent: the
+// value ends up exactly once, in the waiter's result or in the channel for the next read.
+template <class Round>
+void race_rounds(Round round) {
+  auto rt = test::make_runtime("auto", 4);
+  for (int i = 0; i < 200 && !::testing::Test::HasFatalFailure(); ++i)
+    round(*rt, i);
+}
+
+TEST(Oneshot, CancellationRacingTheSendLosesAndDuplicatesNothing) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = oneshot::channel<int>();
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](oneshot::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+          p = true;
+          co_return co_await rx.recv();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(std::move(tx).send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_EQ(*got, i);
+      EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_closed));
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      auto left = rx.try_recv();
+      ASSERT_TRUE(left) << "the value was lost";
+      EXPECT_EQ(*left, i);
+    }
+  });
+}
+
+TEST(Broadcast, CancellationRacingTheSendLosesAndDuplicatesNothing) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = broadcast::channel<int>(4);
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](broadcast::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+          p = true;
+          co_return co_await rx.recv();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(tx.send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_EQ(*got, i);
+      EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty)) << "received twice";
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      auto left = rx.try_recv();
+      ASSERT_TRUE(left) << "the message was lost";
+      EXPECT_EQ(*left, i);
+    }
+  });
+}
+
+TEST(Watch, CancellationRacingTheSendLosesNoChange) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = watch::channel<int>(-1);
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](watch::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<void>> {
+          p = true;
+          co_return co_await rx.changed();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(tx.send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_FALSE(rx.has_changed());  // seen
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      EXPECT_TRUE(rx.has_changed()) << "the change was marked seen by a cancelled wait";
+    }
+    EXPECT_EQ(rx.borrow(), i);
+  });
 }
 
 }  // namespace
