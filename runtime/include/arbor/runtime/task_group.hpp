@@ -99,13 +99,22 @@ class TaskGroup {
   /// Starts `task` as a child of the group (it runs in parallel, under the group's
   /// cancellation scope). The group owns it from here until next() returns its result or the
   /// group's scope ends. Spawning into a cancelled group still starts the task, which sees
-  /// its token stopped.
+  /// its token stopped. If it cannot start (std::bad_alloc), it throws and the group does not
+  /// count it.
   void spawn(Task<T> task) {
     {
       std::lock_guard lock(mutex_);
       ++running_;
     }
-    runtime_->spawn_in(child(std::move(task), *this), &scope_.context()).detach();
+    try {
+      runtime_->spawn_in(child(std::move(task), *this), &scope_.context()).detach();
+    } catch (...) {
+      // Not started (no memory for its frame): the group must not wait for it. The caller is
+      // the body or a running child (counted in running_), so no join() is left waiting.
+      std::lock_guard lock(mutex_);
+      --running_;
+      throw;
+    }
   }
 
   /// `co_await g.next()`: the result of the next child to finish (in finishing order), or
