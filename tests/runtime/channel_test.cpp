@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -586,6 +587,60 @@ TEST(Broadcast, WaitingReceiversAreHandedCopiesAndClosedAfterTheLastSender) {
   const std::vector<std::string> want{"x", "y", "z"};
   EXPECT_EQ(a.join_blocking(), want);
   EXPECT_EQ(b.join_blocking(), want);
+}
+
+// A message whose copy can fail (T's copy constructor throws: std::bad_alloc in a string, say).
+struct FragileCopy {
+  int v = 0;
+  static inline std::atomic<int> copies_left{1 << 30};
+  explicit FragileCopy(int x) : v(x) {}
+  FragileCopy(const FragileCopy& o) : v(o.v) {
+    if (copies_left.fetch_sub(1) <= 0) throw std::runtime_error("copy failed");
+  }
+  FragileCopy(FragileCopy&&) noexcept = default;
+  FragileCopy& operator=(const FragileCopy&) = default;
+  FragileCopy& operator=(FragileCopy&&) noexcept = default;
+};
+
+// A send whose copy for a waiting receiver throws changes nothing: the exception reaches the
+// sender, the receiver still waits (it is not dropped from the list, never to be woken) and
+// the next send reaches it.
+TEST(Broadcast, ASendWhoseCopyThrowsLeavesTheWaitingReceiverWaiting) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = broadcast::channel<FragileCopy>(4);
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn(
+      [](broadcast::Receiver<FragileCopy>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+        p = true;
+        auto m = co_await rx.recv();
+        if (!m) co_return m.error();
+        co_return m->v;
+      }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  // On the one worker, after the receiver has parked.
+  const bool threw = rt->block_on([](broadcast::Sender<FragileCopy>& tx) -> Task<bool> {
+    FragileCopy::copies_left = 0;
+    bool t = false;
+    try {
+      (void)tx.send(FragileCopy(1));
+    } catch (const std::runtime_error&) {
+      t = true;
+    }
+    FragileCopy::copies_left = 1 << 30;
+    co_return t;
+  }(tx));
+  EXPECT_TRUE(threw);
+  EXPECT_FALSE(r.done());
+  EXPECT_TRUE(tx.send(FragileCopy(2)));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting receiver was lost by the failed send";
+    rt->shutdown();
+    return;
+  }
+  auto got = r.join_blocking();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, 2);
+  EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty));
 }
 
 TEST(Broadcast, SendWithoutReceiversReturnsTheMessage) {
