@@ -6,9 +6,11 @@
 #include <chrono>
 #include <stdexcept>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
+#include "async_support.hpp"
 #include "gate.hpp"
 #include "runtime_support.hpp"
 
@@ -17,6 +19,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using test::Gate;
+using test::until;
 
 constexpr auto kCanceled = std::errc::operation_canceled;
 constexpr auto kTimedOut = std::errc::timed_out;
@@ -223,6 +226,86 @@ TEST(Timeout, CancellingTheCallerCancelsTheAwaitable) {
       [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1h, g.wait()); }(gate));
   h.abort();
   EXPECT_EQ(h.join_blocking().error(), kCanceled);
+}
+
+// Every primitive's and channel's wait follows the protocol, rule 5 included (movable until
+// awaited), so with_timeout and when_any take them like any other awaitable. A deadline in the
+// past: a wait that would park is cancelled; one that can complete at once keeps its result.
+TEST(Timeout, TakesThePrimitivesAndChannelsWaits) {
+  auto rt = test::make_runtime("auto");
+  rt->block_on([]() -> Task<> {
+    const auto past = Clock::now() - 1s;
+    Mutex m;
+    auto held = m.try_lock();
+    EXPECT_EQ((co_await with_timeout(past, m.lock())).error(), kTimedOut);
+    held->unlock();
+    auto guard = co_await with_timeout(past, m.lock());  // free: taken at once
+    EXPECT_TRUE(guard.has_value());
+    Semaphore s(1);
+    EXPECT_EQ((co_await with_timeout(past, s.acquire(2))).error(), kTimedOut);
+    EXPECT_TRUE((co_await with_timeout(past, s.acquire(1))).has_value());
+    Notify n;
+    EXPECT_EQ((co_await with_timeout(past, n.notified())).error(), kTimedOut);
+    Event e;
+    EXPECT_EQ((co_await with_timeout(past, e.wait())).error(), kTimedOut);
+    Barrier b(2);
+    EXPECT_EQ((co_await with_timeout(past, b.arrive_and_wait())).error(), kTimedOut);
+    EXPECT_EQ(b.waiting(), 0u);  // the arrival was withdrawn
+    auto [tx, rx] = mpsc::channel<int>(1);
+    EXPECT_EQ((co_await with_timeout(past, rx.recv())).error(), kTimedOut);
+    EXPECT_TRUE(tx.try_send(1));
+    EXPECT_EQ(*(co_await with_timeout(past, rx.recv())), 1);
+    auto [otx, orx] = oneshot::channel<int>();
+    EXPECT_EQ((co_await with_timeout(past, orx.recv())).error(), kTimedOut);
+    auto [btx, brx] = broadcast::channel<int>(2);
+    EXPECT_EQ((co_await with_timeout(past, brx.recv())).error(), kTimedOut);
+    auto [wtx, wrx] = watch::channel<int>(0);
+    EXPECT_EQ((co_await with_timeout(past, wrx.changed())).error(), kTimedOut);
+    // when_any moves them into contestants too: the set event wins, the notification is
+    // cancelled.
+    e.set();
+    auto first = co_await when_any(e.wait(), n.notified());
+    EXPECT_EQ(first.index(), 0u);
+    EXPECT_EQ(n.waiting(), 0u);
+  }());
+}
+
+// A join cancelled (from another thread) as the joined task finishes: the join returns the
+// value, or throws operation_canceled and the handle still gives the value; never neither.
+TEST(Cancel, JoinCancellationsRacingCompletionsLoseNothing) {
+  auto rt = test::make_runtime("auto", 4);
+  for (int i = 0; i < 200; ++i) {
+    Gate gate;
+    auto child = rt->spawn([](Gate& g, int v) -> Task<int> {
+      (void)co_await g.wait();
+      co_return v;
+    }(gate, i));
+    std::stop_source stop;
+    TaskContext ctx{rt.get(), stop.get_token()};
+    std::atomic<bool> joining{false};
+    auto joiner = rt->spawn_in(
+        [](JoinHandle<int>& h, std::atomic<bool>& j) -> Task<int> {
+          j = true;
+          try {
+            co_return co_await std::move(h);
+          } catch (const std::system_error& e) {
+            EXPECT_EQ(e.code(), kCanceled);
+            co_return -1;
+          }
+        }(child, joining),
+        &ctx);
+    ASSERT_TRUE(until([&] { return joining.load(); }));
+    std::thread canceller([&] { stop.request_stop(); });
+    gate.open();
+    canceller.join();
+    const int got = joiner.join_blocking();
+    if (got == -1) {
+      ASSERT_TRUE(child.valid());
+      EXPECT_EQ(child.join_blocking(), i);  // the handle still has the result
+    } else {
+      EXPECT_EQ(got, i);
+    }
+  }
 }
 
 }  // namespace

@@ -10,7 +10,9 @@
 
 #include <atomic>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
@@ -192,6 +194,67 @@ TEST(MpscBounded, ClosingTheReceiverFailsWaitingSendsWithTheirMessages) {
   EXPECT_TRUE(is(tx.try_send(2).error(), Errc::channel_closed));
   EXPECT_EQ(*rx.try_recv(), 0);  // queued before close: still received
   EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_closed));
+}
+
+// close() while a recv waits (called by another task: a shutdown path holding the receiver)
+// wakes that recv with channel_closed, as it would a recv started after close(); a sender is
+// still alive, so nothing else would ever wake it. One worker: the closer runs only once the
+// receiving task has parked.
+TEST(MpscBounded, CloseWakesAWaitingRecv) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = mpsc::channel<int>(2);
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn([](mpsc::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+    p = true;
+    co_return co_await rx.recv();
+  }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  rt->block_on([](mpsc::Receiver<int>& rx) -> Task<> {
+    rx.close();
+    co_return;
+  }(rx));
+  EXPECT_TRUE(is(tx.try_send(1).error(), Errc::channel_closed));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting recv was never woken";
+    rt->shutdown();  // cancels it, so that nothing outlives the channel
+    return;
+  }
+  EXPECT_TRUE(is(r.join_blocking().error(), Errc::channel_closed));
+}
+
+// with_timeout around a send: a send the deadline cuts returns its message (timed_out); a send
+// that succeeded as the deadline passed reports the success, not timed_out (the message is in
+// the channel: a retry would duplicate it).
+TEST(MpscBounded, SendUnderATimeoutKeepsItsMessageAndItsSuccess) {
+  using namespace std::chrono_literals;
+  auto rt = test::make_runtime("auto");
+  auto [tx, rx] = mpsc::channel<std::unique_ptr<int>>(1);
+  ASSERT_TRUE(tx.try_send(std::make_unique<int>(0)));
+  rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<> {
+    auto cut = co_await with_timeout(Clock::now() - 1s, tx.send(std::make_unique<int>(1)));
+    EXPECT_EQ(cut.error(), std::errc::timed_out);
+    if (!cut.message()) {
+      ADD_FAILURE() << "the message was lost";
+      co_return;
+    }
+    EXPECT_EQ(*cut.take_message(), 1);
+  }(tx));
+  EXPECT_EQ(**rx.try_recv(), 0);
+  // The deadline has fired (the token says so) when this send completes, at once, with room.
+  auto late = rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<bool> {
+    auto r = co_await with_timeout(
+        Clock::now() - 1s,
+        [](mpsc::Sender<std::unique_ptr<int>>& t) -> Task<SendResult<std::unique_ptr<int>>> {
+          while (!(co_await this_task::stop_token()).stop_requested())
+            co_await yield();
+          co_return co_await t.send(std::make_unique<int>(2));
+        }(tx));
+    co_return r.has_value();
+  }(tx));
+  EXPECT_TRUE(late) << "the message was sent, yet the send reported a failure";
+  auto m = rx.try_recv();
+  ASSERT_TRUE(m);
+  EXPECT_EQ(**m, 2);
 }
 
 TEST(MpscBounded, DroppingTheReceiverClosesTheChannel) {
@@ -396,6 +459,31 @@ TEST(Oneshot, DroppedSenderClosesAndClosedReceiverRefuses) {
   }
 }
 
+// close() while the recv waits: the recv ends with channel_closed. Without the wake-up it
+// could never end: the send that follows fails and spends the sender, so no drop wakes it.
+TEST(Oneshot, CloseWakesAWaitingRecv) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = oneshot::channel<int>();
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn([](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+    p = true;
+    co_return co_await r.recv();
+  }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  rt->block_on([](oneshot::Receiver<int>& r) -> Task<> {
+    r.close();
+    co_return;
+  }(rx));
+  auto s = std::move(tx).send(4);
+  EXPECT_TRUE(is(s.error(), Errc::channel_closed));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting recv was never woken";
+    rt->shutdown();  // cancels it, so that nothing outlives the channel
+    return;
+  }
+  EXPECT_TRUE(is(r.join_blocking().error(), Errc::channel_closed));
+}
+
 TEST(Oneshot, CancelledRecvLeavesTheValueForTheNext) {
   auto rt = test::make_runtime("auto");
   auto [tx, rx] = oneshot::channel<int>();
@@ -499,6 +587,60 @@ TEST(Broadcast, WaitingReceiversAreHandedCopiesAndClosedAfterTheLastSender) {
   const std::vector<std::string> want{"x", "y", "z"};
   EXPECT_EQ(a.join_blocking(), want);
   EXPECT_EQ(b.join_blocking(), want);
+}
+
+// A message whose copy can fail (T's copy constructor throws: std::bad_alloc in a string, say).
+struct FragileCopy {
+  int v = 0;
+  static inline std::atomic<int> copies_left{1 << 30};
+  explicit FragileCopy(int x) : v(x) {}
+  FragileCopy(const FragileCopy& o) : v(o.v) {
+    if (copies_left.fetch_sub(1) <= 0) throw std::runtime_error("copy failed");
+  }
+  FragileCopy(FragileCopy&&) noexcept = default;
+  FragileCopy& operator=(const FragileCopy&) = default;
+  FragileCopy& operator=(FragileCopy&&) noexcept = default;
+};
+
+// A send whose copy for a waiting receiver throws changes nothing: the exception reaches the
+// sender, the receiver still waits (it is not dropped from the list, never to be woken) and
+// the next send reaches it.
+TEST(Broadcast, ASendWhoseCopyThrowsLeavesTheWaitingReceiverWaiting) {
+  auto rt = test::make_runtime("auto", 1);
+  auto [tx, rx] = broadcast::channel<FragileCopy>(4);
+  std::atomic<bool> parked{false};
+  auto r = rt->spawn(
+      [](broadcast::Receiver<FragileCopy>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+        p = true;
+        auto m = co_await rx.recv();
+        if (!m) co_return m.error();
+        co_return m->v;
+      }(rx, parked));
+  ASSERT_TRUE(until([&] { return parked.load(); }));
+  // On the one worker, after the receiver has parked.
+  const bool threw = rt->block_on([](broadcast::Sender<FragileCopy>& tx) -> Task<bool> {
+    FragileCopy::copies_left = 0;
+    bool t = false;
+    try {
+      (void)tx.send(FragileCopy(1));
+    } catch (const std::runtime_error&) {
+      t = true;
+    }
+    FragileCopy::copies_left = 1 << 30;
+    co_return t;
+  }(tx));
+  EXPECT_TRUE(threw);
+  EXPECT_FALSE(r.done());
+  EXPECT_TRUE(tx.send(FragileCopy(2)));
+  if (!until([&] { return r.done(); }, std::chrono::seconds(10))) {
+    ADD_FAILURE() << "the waiting receiver was lost by the failed send";
+    rt->shutdown();
+    return;
+  }
+  auto got = r.join_blocking();
+  ASSERT_TRUE(got);
+  EXPECT_EQ(*got, 2);
+  EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty));
 }
 
 TEST(Broadcast, SendWithoutReceiversReturnsTheMessage) {
@@ -656,6 +798,99 @@ TEST(Watch, ReceiversSeeMonotonicValuesAcrossWorkers) {
   }(std::move(tx), kValues));
   for (auto& r : readers)
     EXPECT_EQ(r.join_blocking(), kValues);
+}
+
+// ----------------------------------------------- cancellation racing with the hand-over
+
+// Each round, a waiting receiver is cancelled (from another thread) as the value is sent: the
+// value ends up exactly once, in the waiter's result or in the channel for the next read.
+template <class Round>
+void race_rounds(Round round) {
+  auto rt = test::make_runtime("auto", 4);
+  for (int i = 0; i < 200 && !::testing::Test::HasFatalFailure(); ++i)
+    round(*rt, i);
+}
+
+TEST(Oneshot, CancellationRacingTheSendLosesAndDuplicatesNothing) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = oneshot::channel<int>();
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](oneshot::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+          p = true;
+          co_return co_await rx.recv();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(std::move(tx).send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_EQ(*got, i);
+      EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_closed));
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      auto left = rx.try_recv();
+      ASSERT_TRUE(left) << "the value was lost";
+      EXPECT_EQ(*left, i);
+    }
+  });
+}
+
+TEST(Broadcast, CancellationRacingTheSendLosesAndDuplicatesNothing) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = broadcast::channel<int>(4);
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](broadcast::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+          p = true;
+          co_return co_await rx.recv();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(tx.send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_EQ(*got, i);
+      EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty)) << "received twice";
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      auto left = rx.try_recv();
+      ASSERT_TRUE(left) << "the message was lost";
+      EXPECT_EQ(*left, i);
+    }
+  });
+}
+
+TEST(Watch, CancellationRacingTheSendLosesNoChange) {
+  race_rounds([](Runtime& rt, int i) {
+    auto [tx, rx] = watch::channel<int>(-1);
+    Cancellable c(rt);
+    std::atomic<bool> parked{false};
+    auto r = rt.spawn_in(
+        [](watch::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<void>> {
+          p = true;
+          co_return co_await rx.changed();
+        }(rx, parked),
+        &c.context);
+    ASSERT_TRUE(until([&] { return parked.load(); }));
+    std::thread canceller([&] { c.cancel(); });
+    EXPECT_TRUE(tx.send(i));
+    canceller.join();
+    auto got = r.join_blocking();
+    if (got) {
+      EXPECT_FALSE(rx.has_changed());  // seen
+    } else {
+      EXPECT_TRUE(canceled(got.error()));
+      EXPECT_TRUE(rx.has_changed()) << "the change was marked seen by a cancelled wait";
+    }
+    EXPECT_EQ(rx.borrow(), i);
+  });
 }
 
 }  // namespace

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
@@ -732,6 +733,38 @@ TEST(SyncDestruction, DestroyingRightAfterWakingIsSafe) {
       co_return;
     }(e, c));
     EXPECT_FALSE(a.join_blocking());
+  }
+}
+
+// notify_one() racing with the cancellation of the first waiter (from another thread): the
+// notification goes to exactly one place: the first waiter keeps it, or the second gets it. It
+// is never lost (the second would wait forever) nor doubled (a permit left over as well).
+TEST(Notify, NotifyOneRacingACancellationGoesToExactlyOneWaiter) {
+  using namespace std::chrono_literals;
+  auto rt = test::make_runtime("auto", 4);
+  auto wait = [](Notify& n) -> Task<Result<void>> { co_return co_await n.notified(); };
+  for (int round = 0; round < 200; ++round) {
+    Notify n;
+    Cancellable c(*rt);
+    auto first = rt->spawn_in(wait(n), &c.context);
+    ASSERT_TRUE(until([&] { return n.waiting() == 1; }));
+    auto second = rt->spawn(wait(n));
+    ASSERT_TRUE(until([&] { return n.waiting() == 2; }));
+    std::thread canceller([&] { c.cancel(); });
+    n.notify_one();
+    canceller.join();
+    auto r1 = first.join_blocking();
+    if (r1) {
+      EXPECT_EQ(n.waiting(), 1u);  // the second still waits: one notification, one wake
+      n.notify_one();
+    } else {
+      EXPECT_TRUE(canceled(r1.error()));
+    }
+    EXPECT_TRUE(second.join_blocking().has_value());
+    auto leftover = rt->block_on([](Notify& n) -> Task<Result<void>> {
+      co_return co_await with_timeout(Clock::now() - 1s, n.notified());
+    }(n));
+    EXPECT_EQ(leftover.error(), std::errc::timed_out) << "a permit was stored as well";
   }
 }
 

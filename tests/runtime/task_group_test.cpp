@@ -252,6 +252,51 @@ TEST(TaskGroup, ManyChildrenAcrossWorkers) {
   EXPECT_EQ(sum, static_cast<long>(kChildren) * (kChildren - 1) / 2);
 }
 
+// join() waits for every child, not only the next one to finish. One worker makes the order
+// exact: the fast child releases the slow one (queued behind it) and finishes first.
+TEST(TaskGroup, JoinWaitsForEveryChildNotJustTheFirstToFinish) {
+  auto rt = test::make_runtime("auto", 1);
+  Event release;
+  std::atomic<bool> slow_done{false};
+  auto all_done = rt->block_on([](Event& e, std::atomic<bool>& done) -> Task<bool> {
+    co_return co_await task_group([&e, &done](TaskGroup<>& g) -> Task<bool> {
+      g.spawn([](Event& ev, std::atomic<bool>& d) -> Task<> {
+        (void)co_await ev.wait();
+        d = true;
+      }(e, done));
+      g.spawn([](Event& ev) -> Task<> {
+        ev.set();
+        co_return;
+      }(e));
+      co_await g.join();
+      const bool all = done.load();
+      EXPECT_EQ(g.size(), 2u);  // both results wait for next()
+      co_return all;
+    });
+  }(release, slow_done));
+  EXPECT_TRUE(all_done);
+}
+
+// join() after everything finished returns at once; next() then drains, then nullopt.
+TEST(TaskGroup, JoinAndNextAfterEverythingFinished) {
+  auto rt = test::make_runtime("auto");
+  auto r = rt->block_on([]() -> Task<int> {
+    co_return co_await task_group<int>([](TaskGroup<int>& g) -> Task<int> {
+      g.spawn([]() -> Task<int> { co_return 1; }());
+      g.spawn([]() -> Task<int> { co_return 2; }());
+      co_await g.join();
+      co_await g.join();
+      int sum = 0;
+      while (auto v = co_await g.next())
+        sum += *v;
+      co_await g.join();
+      EXPECT_FALSE(co_await g.next());
+      co_return sum;
+    });
+  }());
+  EXPECT_EQ(r, 3);
+}
+
 TEST(TaskGroup, OutsideARuntimeIsAnError) {
   // A task resumed by hand, outside any runtime: the group refuses to start.
   auto t = task_group([](TaskGroup<>&) -> Task<> { co_return; });

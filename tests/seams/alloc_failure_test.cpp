@@ -2,6 +2,7 @@
 // operator new: an armed thread gets a budget of allocations, after which new throws.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <new>
@@ -9,6 +10,7 @@
 
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
+#include "arbor/arbor.hpp"
 #include "arbor/io/engine.hpp"
 
 // GCC sees free() on memory from operator new once the replacements below are inlined; they are
@@ -145,6 +147,33 @@ TEST_P(AllocationFailure, ItemsTakenBeforeAFailedAllocationReturnToThePool) {
   warm.expect_each_once();
   batch.expect_each_once();
   expect_pool_balanced();
+}
+
+// Catches a TaskGroup::spawn that fails (no memory for the child's frame) leaving the group
+// counting a child that never started, so that the scope waits for it forever. The frames are
+// larger than the frame pool's classes, so each one comes from operator new.
+TEST(TaskGroupAllocationFailure, AFailedSpawnDoesNotHangTheScope) {
+  using Big = std::array<char, 4096>;
+  auto rt = test::make_runtime("auto", 1);
+  Countdown done(1);
+  std::atomic<bool> threw{false};
+  auto h = rt->spawn([](Countdown& d, std::atomic<bool>& t) -> Task<> {
+    co_await task_group<Big>([&t](TaskGroup<Big>& g) -> Task<> {
+      auto child = []() -> Task<Big> { co_return Big{}; }();
+      t_allocation_budget = 0;  // this worker's next allocation fails
+      try {
+        g.spawn(std::move(child));
+      } catch (const std::bad_alloc&) {
+        t = true;
+      }
+      t_allocation_budget = -1;
+      co_return;
+    });
+    d.count_down();
+  }(done, threw));
+  sched::test::wait_or_exit(done, "a task group after a failed spawn");
+  h.join_blocking();
+  EXPECT_TRUE(threw.load());
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, AllocationFailure, ::testing::ValuesIn(test::engine_variants()),

@@ -25,7 +25,8 @@
 //
 // Ownership: T must be copyable: each receiver gets its own copy; the ring's copy belongs to
 // the channel. A failed send returns the message in the SendResult. T's copy and move
-// constructors run under the channel's lock and must not use the channel.
+// constructors run under the channel's lock and must not use the channel; a send whose copy
+// throws sends nothing and lets the exception through (T's move must not throw).
 #pragma once
 
 #include <cassert>
@@ -119,8 +120,19 @@ class Sender {
     std::lock_guard guard(state_->lock);
     State& s = *state_;
     if (s.receivers == 0) return {make_error_code(Errc::channel_closed), std::move(message)};
-    while (auto* r = static_cast<detail::Node<T>*>(s.waiting.pop_front())) {
-      r->message.emplace(message);
+    // Copy for every waiting receiver first, leaving them queued: if a copy throws, the copies
+    // made are dropped and the exception leaves the channel as it was (no receiver is taken
+    // off the list without being woken).
+    using Node = detail::Node<T>;
+    try {
+      for (auto* w = s.waiting.front(); w != nullptr; w = w->next)
+        static_cast<Node*>(w)->message.emplace(message);
+    } catch (...) {
+      for (auto* w = s.waiting.front(); w != nullptr; w = w->next)
+        static_cast<Node*>(w)->message.reset();
+      throw;
+    }
+    while (auto* r = static_cast<Node*>(s.waiting.pop_front())) {
       *r->next = s.tail + 1;
       wake.push(*r);
     }

@@ -123,6 +123,10 @@ struct State {
     // Each waiting sender gets its message back.
     while (auto* s = senders.pop_front())
       wake.push(*s, make_error_code(Errc::channel_closed));
+    // A recv waiting now (close() called by another task) waits on an empty queue that no
+    // send can fill any more: it ends as a recv started after close() would.
+    while (auto* r = receivers.pop_front())
+      wake.push(*r, make_error_code(Errc::channel_closed));
   }
 };
 
@@ -225,7 +229,8 @@ class BasicReceiver {
   }
 
   /// Refuses further sends (they fail with channel_closed, waiting ones too, each returning its
-  /// message); messages already queued can still be received.
+  /// message); messages already queued can still be received. A recv waiting meanwhile (in
+  /// another task) ends with channel_closed.
   void close() { state_->close_receiver(); }
 
   /// Messages queued now (racy: for tests and metrics).

@@ -159,11 +159,15 @@ class Receiver {
   }
 
   /// Refuses the value: a later send fails and returns it. A value sent already stays
-  /// receivable.
+  /// receivable. A recv waiting meanwhile (in another task) ends with channel_closed: the
+  /// value can no longer come.
   void close() {
     if (!state_) return;
+    arbor::detail::WakeList wake;
     std::lock_guard guard(state_->lock);
     state_->receiver_closed = true;
+    if (auto* r = state_->receiver.pop_front())
+      wake.push(*r, make_error_code(Errc::channel_closed));
   }
 
  private:

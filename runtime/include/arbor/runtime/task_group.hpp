@@ -99,13 +99,22 @@ class TaskGroup {
   /// Starts `task` as a child of the group (it runs in parallel, under the group's
   /// cancellation scope). The group owns it from here until next() returns its result or the
   /// group's scope ends. Spawning into a cancelled group still starts the task, which sees
-  /// its token stopped.
+  /// its token stopped. If it cannot start (std::bad_alloc), it throws and the group does not
+  /// count it.
   void spawn(Task<T> task) {
     {
       std::lock_guard lock(mutex_);
       ++running_;
     }
-    runtime_->spawn_in(child(std::move(task), *this), &scope_.context()).detach();
+    try {
+      runtime_->spawn_in(child(std::move(task), *this), &scope_.context()).detach();
+    } catch (...) {
+      // Not started (no memory for its frame): the group must not wait for it. The caller is
+      // the body or a running child (counted in running_), so no join() is left waiting.
+      std::lock_guard lock(mutex_);
+      --running_;
+      throw;
+    }
   }
 
   /// `co_await g.next()`: the result of the next child to finish (in finishing order), or
@@ -174,7 +183,8 @@ class TaskGroup {
       std::lock_guard lock(mutex_);
       finished_.push_back(std::move(outcome));
       --running_;
-      waiter = std::exchange(waiter_, {});
+      // next() wants any finished child; join() only the last of the running ones.
+      if (!waiter_wants_all_ || running_ == 0) waiter = std::exchange(waiter_, {});
     }
     // Inline: the waiter is the group's owner, which must run before the group can go. This
     // child's frame touches nothing of the group after this call.
@@ -189,6 +199,7 @@ class TaskGroup {
       std::lock_guard lock(g.mutex_);
       if (!g.finished_.empty() || g.running_ == 0) return false;
       g.waiter_ = h;  // a finishing child resumes us (after this returns: it needs the lock)
+      g.waiter_wants_all_ = false;
       return true;
     }
     std::optional<value_type> await_resume() {
@@ -209,22 +220,16 @@ class TaskGroup {
     bool await_suspend(std::coroutine_handle<> h) {
       std::lock_guard lock(g.mutex_);
       if (g.running_ == 0) return false;
-      g.waiter_ = h;
+      g.waiter_ = h;  // the child that leaves none running resumes us
+      g.waiter_wants_all_ = true;
       return true;
     }
     void await_resume() noexcept {}
   };
 
-  // Joins until nothing runs (one wake-up per finishing child while a join waits).
-  Task<void> join_all() {
-    for (;;) {
-      {
-        std::lock_guard lock(mutex_);
-        if (running_ == 0) co_return;
-      }
-      co_await Join{*this};
-    }
-  }
+  // Joins until nothing runs (children may still spawn siblings while the join waits: the
+  // last to finish resumes it, and running_ counts those too).
+  Task<void> join_all() { co_await Join{*this}; }
 
   std::exception_ptr first_untaken_error() {
     std::lock_guard lock(mutex_);
@@ -240,6 +245,7 @@ class TaskGroup {
   std::size_t running_ = 0;
   std::deque<Outcome> finished_;
   std::coroutine_handle<> waiter_;  // the one task in next() or join(), if any
+  bool waiter_wants_all_ = false;   // join(): resume only when no child is running
 };
 
 /// TaskGroup<T>::scope(body, options): see there.

@@ -24,6 +24,7 @@
 #include "arbor/runtime/clock.hpp"
 #include "arbor/runtime/error.hpp"
 #include "arbor/runtime/runtime.hpp"
+#include "arbor/runtime/send_result.hpp"
 #include "arbor/runtime/task.hpp"
 
 namespace arbor {
@@ -140,6 +141,16 @@ template <class U>
 struct timeout_result<Result<U>> {
   using type = Result<U>;
 };
+// A send's result carries the message back on failure: it stays a SendResult, so that a send
+// the deadline cut returns its message (with timed_out) instead of dropping it.
+template <class U>
+struct timeout_result<SendResult<U>> {
+  using type = SendResult<U>;
+};
+template <class T>
+struct is_send_result : std::false_type {};
+template <class U>
+struct is_send_result<SendResult<U>> : std::true_type {};
 
 }  // namespace detail
 
@@ -158,7 +169,13 @@ namespace detail {
 template <class T>
 Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, Task<T> task) {
   const TaskContext& parent = co_await CurrentContext{};
-  if (parent.runtime == nullptr) co_return make_error_code(Errc::not_in_runtime);
+  if (parent.runtime == nullptr) {
+    // A send reports not_in_runtime itself, with its message; nothing else can.
+    if constexpr (is_send_result<T>::value)
+      co_return co_await std::move(task);
+    else
+      co_return make_error_code(Errc::not_in_runtime);
+  }
   StopScope scope(parent);  // stopping the caller stops the task too
   task.set_context(&scope.context());
   io::Engine& engine = parent.runtime->engine();
@@ -184,8 +201,10 @@ Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, T
     try {
       std::rethrow_exception(error);
     } catch (const std::system_error& e) {
-      if (e.code() == std::errc::operation_canceled)
-        co_return make_error_code(std::errc::timed_out);
+      if constexpr (!is_send_result<T>::value) {  // (a send reports, it does not throw)
+        if (e.code() == std::errc::operation_canceled)
+          co_return make_error_code(std::errc::timed_out);
+      }
     } catch (...) {
     }
   }
@@ -194,6 +213,11 @@ Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, T
     // A task that succeeded just as the deadline passed keeps its result.
     if (deadline.fired() && !value->has_value())
       co_return std::make_error_code(std::errc::timed_out);
+  } else if constexpr (is_send_result<T>::value) {
+    // The same for a send (its message is in the channel: timed_out would invite a duplicate);
+    // a failed one hands its message back.
+    if (deadline.fired() && !value->has_value())
+      co_return T(std::make_error_code(std::errc::timed_out), value->take_message());
   } else if (deadline.fired()) {
     co_return std::make_error_code(std::errc::timed_out);
   }
@@ -209,7 +233,10 @@ Task<typename timeout_result<T>::type> run_with_deadline(Clock::time_point at, T
 /// protocol; moved in) with a deadline. When the deadline passes, the awaitable's stop token
 /// is stopped (its pending waits complete with operation_canceled), with_timeout waits for it
 /// to finish, and the result is std::errc::timed_out. An awaitable giving T gives Result<T>;
-/// one already giving Result<U> gives Result<U>. Its exceptions propagate, except
+/// one already giving Result<U> gives Result<U>, and a channel send's SendResult<U> stays a
+/// SendResult<U> (cut by the deadline: timed_out, with its message handed back). A Result or
+/// SendResult that succeeded just as the deadline passed is kept; a plain T is timed_out once
+/// the deadline fired (it cannot say whether it was cut short). Its exceptions propagate, except
 /// std::system_error(operation_canceled) caused by the deadline, which becomes timed_out.
 /// Cancelling the caller cancels the awaitable too (the result is then its own).
 template <class A>

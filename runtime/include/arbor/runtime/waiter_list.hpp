@@ -54,6 +54,8 @@
 #include <stop_token>
 #include <system_error>
 #include <thread>
+#include <type_traits>
+#include <utility>
 
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/runtime/error.hpp"
@@ -277,12 +279,13 @@ template <class Derived, class Node = Waiter>
 class ParkingAwaiter {
  public:
   ParkingAwaiter(SpinLock& lock, WaiterList& list) noexcept : lock_(lock), list_(list) {}
-  ParkingAwaiter(const ParkingAwaiter&) = delete;
-  /// Only before it is awaited (rule 5 of docs/guide.md: with_timeout and when_any move an
-  /// awaitable into a frame of their own): the node is neither queued nor armed yet, so its
-  /// fields (what the derived awaiter put there) move and the hook starts empty.
-  ParkingAwaiter(ParkingAwaiter&& other) noexcept
+  /// Only before it is awaited (cancel.hpp's rule 5: with_timeout and when_any move the
+  /// awaitable into a frame of their own). Once awaited it is pinned: the list and the stop
+  /// callback point at it.
+  ParkingAwaiter(ParkingAwaiter&& other) noexcept(std::is_nothrow_move_constructible_v<Node>)
       : node_(std::move(other.node_)), lock_(other.lock_), list_(other.list_) {}
+  ParkingAwaiter(const ParkingAwaiter&) = delete;
+  ParkingAwaiter& operator=(const ParkingAwaiter&) = delete;
 
   bool await_ready() noexcept { return try_now(self()); }
   template <class P>
