@@ -12,11 +12,13 @@
 // "Finish" includes returning an error Result: a Result is a value like any other.
 //
 // Exceptions: a contestant that throws first wins, and its exception is rethrown from when_any
-// after the others have finished. Exceptions and values of the losers are discarded.
-// void results appear as std::monostate. Ownership: the awaitables (or tasks) are moved into
-// when_any; the result is the caller's.
+// after the others have finished. If starting a contestant throws (std::bad_alloc), those
+// already started are cancelled and joined, then the exception leaves when_any. Exceptions and
+// values of the losers are discarded. void results appear as std::monostate. Ownership: the
+// awaitables (or tasks) are moved into when_any; the result is the caller's.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <exception>
@@ -71,6 +73,15 @@ inline const TaskContext& require_runtime(const TaskContext& ctx) {
   return ctx;
 }
 
+// Starting a contestant failed (no memory for its frame): the ones already started run in
+// `race`, which lives in when_any's frame, so they are cancelled and joined before the error
+// leaves when_any (WhenAnyAllocationFailure.AFailedStartCancelsAndJoinsTheStartedOnes).
+template <class Winner>
+std::exception_ptr stop_the_started(Race<Winner>& race) noexcept {
+  race.scope.request_stop();
+  return std::current_exception();
+}
+
 template <class Winner>
 Winner race_result(Race<Winner>& race) {
   if (race.error) std::rethrow_exception(race.error);
@@ -88,18 +99,25 @@ requires(sizeof...(As) > 0) Task<std::variant<detail::non_void_t<
       std::variant<detail::non_void_t<std::remove_cvref_t<detail::await_result_t<As>>>...>;
   const TaskContext& ctx = detail::require_runtime(co_await detail::CurrentContext{});
   detail::Race<Winner> race(ctx);
-  auto handles = [&]<std::size_t... I>(std::index_sequence<I...>) {
-    return std::make_tuple(ctx.runtime->spawn_in(
-        detail::contestant(
-            detail::as_task(std::move(awaitables)), race,
-            [](auto&& v) { return Winner(std::in_place_index<I>, std::forward<decltype(v)>(v)); }),
-        &race.scope.context())...);
+  std::array<std::optional<JoinHandle<void>>, sizeof...(As)> handles;
+  std::exception_ptr failed;
+  try {
+    [&]<std::size_t... I>(std::index_sequence<I...>) {
+      (handles[I].emplace(ctx.runtime->spawn_in(
+           detail::contestant(detail::as_task(std::move(awaitables)), race,
+                              [](auto&& v) {
+                                return Winner(std::in_place_index<I>, std::forward<decltype(v)>(v));
+                              }),
+           &race.scope.context())),
+       ...);
+    }
+    (std::index_sequence_for<As...>{});
+  } catch (...) {
+    failed = detail::stop_the_started(race);
   }
-  (std::index_sequence_for<As...>{});
-  co_await [&]<std::size_t... I>(std::index_sequence<I...>)->Task<void> {
-    (co_await std::move(std::get<I>(handles)).join_uninterruptibly(), ...);
-  }
-  (std::index_sequence_for<As...>{});
+  for (auto& h : handles)
+    if (h) co_await std::move(*h).join_uninterruptibly();
+  if (failed) std::rethrow_exception(failed);
   co_return detail::race_result(race);
 }
 
@@ -113,13 +131,19 @@ Task<std::pair<std::size_t, detail::non_void_t<T>>> when_any(std::vector<Task<T>
   detail::Race<Winner> race(ctx);
   std::vector<JoinHandle<void>> handles;
   handles.reserve(tasks.size());
-  for (std::size_t i = 0; i < tasks.size(); ++i) {
-    auto make = [i](auto&& v) { return Winner(i, std::forward<decltype(v)>(v)); };
-    handles.push_back(ctx.runtime->spawn_in(detail::contestant(std::move(tasks[i]), race, make),
-                                            &race.scope.context()));
+  std::exception_ptr failed;
+  try {
+    for (std::size_t i = 0; i < tasks.size(); ++i) {
+      auto make = [i](auto&& v) { return Winner(i, std::forward<decltype(v)>(v)); };
+      handles.push_back(ctx.runtime->spawn_in(detail::contestant(std::move(tasks[i]), race, make),
+                                              &race.scope.context()));
+    }
+  } catch (...) {
+    failed = detail::stop_the_started(race);
   }
   for (auto& h : handles)
     co_await std::move(h).join_uninterruptibly();
+  if (failed) std::rethrow_exception(failed);
   co_return detail::race_result(race);
 }
 
