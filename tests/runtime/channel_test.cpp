@@ -149,9 +149,9 @@ TEST(MpscBounded, CancelledReceiverLeavesMessagesForTheNextRecv) {
   Cancellable c(*rt);
   std::atomic<bool> parked{false};
   auto r = rt->spawn_in(
-      [](mpsc::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+      [](mpsc::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
         p = true;
-        co_return co_await rx.recv();
+        co_return co_await rx_in.recv();
       }(rx, parked),
       &c.context);
   ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -168,9 +168,9 @@ TEST(MpscBounded, DroppingTheLastSenderWakesTheReceiverAfterTheQueue) {
   auto tx2 = tx;
   EXPECT_EQ(*rt->block_on(recv_one(rx)), 1);
   std::atomic<bool> parked{false};
-  auto r = rt->spawn([](mpsc::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+  auto r = rt->spawn([](mpsc::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
     p = true;
-    co_return co_await rx.recv();
+    co_return co_await rx_in.recv();
   }(rx, parked));
   ASSERT_TRUE(until([&] { return parked.load(); }));
   { auto gone = std::move(tx); }
@@ -204,13 +204,13 @@ TEST(MpscBounded, CloseWakesAWaitingRecv) {
   auto rt = test::make_runtime("auto", 1);
   auto [tx, rx] = mpsc::channel<int>(2);
   std::atomic<bool> parked{false};
-  auto r = rt->spawn([](mpsc::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+  auto r = rt->spawn([](mpsc::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
     p = true;
-    co_return co_await rx.recv();
+    co_return co_await rx_in.recv();
   }(rx, parked));
   ASSERT_TRUE(until([&] { return parked.load(); }));
-  rt->block_on([](mpsc::Receiver<int>& rx) -> Task<> {
-    rx.close();
+  rt->block_on([](mpsc::Receiver<int>& rx_in) -> Task<> {
+    rx_in.close();
     co_return;
   }(rx));
   EXPECT_TRUE(is(tx.try_send(1).error(), Errc::channel_closed));
@@ -230,8 +230,8 @@ TEST(MpscBounded, SendUnderATimeoutKeepsItsMessageAndItsSuccess) {
   auto rt = test::make_runtime("auto");
   auto [tx, rx] = mpsc::channel<std::unique_ptr<int>>(1);
   ASSERT_TRUE(tx.try_send(std::make_unique<int>(0)));
-  rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<> {
-    auto cut = co_await with_timeout(Clock::now() - 1s, tx.send(std::make_unique<int>(1)));
+  rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx_in) -> Task<> {
+    auto cut = co_await with_timeout(Clock::now() - 1s, tx_in.send(std::make_unique<int>(1)));
     EXPECT_EQ(cut.error(), std::errc::timed_out);
     if (!cut.message()) {
       ADD_FAILURE() << "the message was lost";
@@ -241,14 +241,14 @@ TEST(MpscBounded, SendUnderATimeoutKeepsItsMessageAndItsSuccess) {
   }(tx));
   EXPECT_EQ(**rx.try_recv(), 0);
   // The deadline has fired (the token says so) when this send completes, at once, with room.
-  auto late = rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx) -> Task<bool> {
+  auto late = rt->block_on([](mpsc::Sender<std::unique_ptr<int>>& tx_in) -> Task<bool> {
     auto r = co_await with_timeout(
         Clock::now() - 1s,
         [](mpsc::Sender<std::unique_ptr<int>>& t) -> Task<SendResult<std::unique_ptr<int>>> {
           while (!(co_await this_task::stop_token()).stop_requested())
             co_await yield();
           co_return co_await t.send(std::make_unique<int>(2));
-        }(tx));
+        }(tx_in));
     co_return r.has_value();
   }(tx));
   EXPECT_TRUE(late) << "the message was sent, yet the send reported a failure";
@@ -398,9 +398,9 @@ TEST(MpscUnbounded, ReceiverWaitingAtShutdownIsCancelled) {
   auto [tx, rx] = mpsc::unbounded_channel<int>();
   std::atomic<bool> parked{false};
   auto r =
-      rt->spawn([](mpsc::UnboundedReceiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+      rt->spawn([](mpsc::UnboundedReceiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
         p = true;
-        co_return co_await rx.recv();
+        co_return co_await rx_in.recv();
       }(rx, parked));
   ASSERT_TRUE(until([&] { return parked.load(); }));
   rt->request_stop();
@@ -425,9 +425,9 @@ TEST(Oneshot, ValueSentBeforeOrAfterTheWait) {
   {
     auto [tx, rx] = oneshot::channel<int>();
     std::atomic<bool> parked{false};
-    auto r = rt->spawn([](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+    auto r = rt->spawn([](oneshot::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<int>> {
       p = true;
-      co_return co_await r.recv();
+      co_return co_await r_in.recv();
     }(rx, parked));
     ASSERT_TRUE(until([&] { return parked.load(); }));
     EXPECT_TRUE(std::move(tx).send(2));
@@ -440,9 +440,9 @@ TEST(Oneshot, DroppedSenderClosesAndClosedReceiverRefuses) {
   {
     auto [tx, rx] = oneshot::channel<int>();
     std::atomic<bool> parked{false};
-    auto r = rt->spawn([](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+    auto r = rt->spawn([](oneshot::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<int>> {
       p = true;
-      co_return co_await r.recv();
+      co_return co_await r_in.recv();
     }(rx, parked));
     ASSERT_TRUE(until([&] { return parked.load(); }));
     { auto gone = std::move(tx); }
@@ -465,13 +465,13 @@ TEST(Oneshot, CloseWakesAWaitingRecv) {
   auto rt = test::make_runtime("auto", 1);
   auto [tx, rx] = oneshot::channel<int>();
   std::atomic<bool> parked{false};
-  auto r = rt->spawn([](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+  auto r = rt->spawn([](oneshot::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<int>> {
     p = true;
-    co_return co_await r.recv();
+    co_return co_await r_in.recv();
   }(rx, parked));
   ASSERT_TRUE(until([&] { return parked.load(); }));
-  rt->block_on([](oneshot::Receiver<int>& r) -> Task<> {
-    r.close();
+  rt->block_on([](oneshot::Receiver<int>& r_in) -> Task<> {
+    r_in.close();
     co_return;
   }(rx));
   auto s = std::move(tx).send(4);
@@ -490,9 +490,9 @@ TEST(Oneshot, CancelledRecvLeavesTheValueForTheNext) {
   Cancellable c(*rt);
   std::atomic<bool> parked{false};
   auto r = rt->spawn_in(
-      [](oneshot::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+      [](oneshot::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<int>> {
         p = true;
-        co_return co_await r.recv();
+        co_return co_await r_in.recv();
       }(rx, parked),
       &c.context);
   ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -610,19 +610,19 @@ TEST(Broadcast, ASendWhoseCopyThrowsLeavesTheWaitingReceiverWaiting) {
   auto [tx, rx] = broadcast::channel<FragileCopy>(4);
   std::atomic<bool> parked{false};
   auto r = rt->spawn(
-      [](broadcast::Receiver<FragileCopy>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+      [](broadcast::Receiver<FragileCopy>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
         p = true;
-        auto m = co_await rx.recv();
+        auto m = co_await rx_in.recv();
         if (!m) co_return m.error();
         co_return m->v;
       }(rx, parked));
   ASSERT_TRUE(until([&] { return parked.load(); }));
   // On the one worker, after the receiver has parked.
-  const bool threw = rt->block_on([](broadcast::Sender<FragileCopy>& tx) -> Task<bool> {
+  const bool threw = rt->block_on([](broadcast::Sender<FragileCopy>& tx_in) -> Task<bool> {
     FragileCopy::copies_left = 0;
     bool t = false;
     try {
-      (void)tx.send(FragileCopy(1));
+      (void)tx_in.send(FragileCopy(1));
     } catch (const std::runtime_error&) {
       t = true;
     }
@@ -657,9 +657,9 @@ TEST(Broadcast, CancelledRecvReadsOnFromWhereItWas) {
   Cancellable c(*rt);
   std::atomic<bool> parked{false};
   auto r = rt->spawn_in(
-      [](broadcast::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<int>> {
+      [](broadcast::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<int>> {
         p = true;
-        co_return co_await r.recv();
+        co_return co_await r_in.recv();
       }(rx, parked),
       &c.context);
   ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -720,9 +720,9 @@ TEST(Watch, ChangedSeesTheLatestValue) {
   ASSERT_TRUE(tx.send("b"));
   ASSERT_TRUE(tx.send("c"));  // "b" is skipped: latest value only
   EXPECT_TRUE(rx.has_changed());
-  auto r = rt->block_on([](watch::Receiver<std::string>& r) -> Task<std::string> {
-    EXPECT_TRUE(co_await r.changed());
-    co_return r.borrow();
+  auto r = rt->block_on([](watch::Receiver<std::string>& r_in) -> Task<std::string> {
+    EXPECT_TRUE(co_await r_in.changed());
+    co_return r_in.borrow();
   }(rx));
   EXPECT_EQ(r, "c");
   EXPECT_FALSE(rx.has_changed());
@@ -761,9 +761,9 @@ TEST(Watch, CancelledChangedKeepsTheSeenVersion) {
   Cancellable c(*rt);
   std::atomic<bool> parked{false};
   auto r = rt->spawn_in(
-      [](watch::Receiver<int>& r, std::atomic<bool>& p) -> Task<Result<void>> {
+      [](watch::Receiver<int>& r_in, std::atomic<bool>& p) -> Task<Result<void>> {
         p = true;
-        co_return co_await r.changed();
+        co_return co_await r_in.changed();
       }(rx, parked),
       &c.context);
   ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -817,9 +817,9 @@ TEST(Oneshot, CancellationRacingTheSendLosesAndDuplicatesNothing) {
     Cancellable c(rt);
     std::atomic<bool> parked{false};
     auto r = rt.spawn_in(
-        [](oneshot::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+        [](oneshot::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
           p = true;
-          co_return co_await rx.recv();
+          co_return co_await rx_in.recv();
         }(rx, parked),
         &c.context);
     ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -845,9 +845,9 @@ TEST(Broadcast, CancellationRacingTheSendLosesAndDuplicatesNothing) {
     Cancellable c(rt);
     std::atomic<bool> parked{false};
     auto r = rt.spawn_in(
-        [](broadcast::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<int>> {
+        [](broadcast::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<int>> {
           p = true;
-          co_return co_await rx.recv();
+          co_return co_await rx_in.recv();
         }(rx, parked),
         &c.context);
     ASSERT_TRUE(until([&] { return parked.load(); }));
@@ -873,9 +873,9 @@ TEST(Watch, CancellationRacingTheSendLosesNoChange) {
     Cancellable c(rt);
     std::atomic<bool> parked{false};
     auto r = rt.spawn_in(
-        [](watch::Receiver<int>& rx, std::atomic<bool>& p) -> Task<Result<void>> {
+        [](watch::Receiver<int>& rx_in, std::atomic<bool>& p) -> Task<Result<void>> {
           p = true;
-          co_return co_await rx.changed();
+          co_return co_await rx_in.changed();
         }(rx, parked),
         &c.context);
     ASSERT_TRUE(until([&] { return parked.load(); }));

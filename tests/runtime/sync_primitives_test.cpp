@@ -761,8 +761,8 @@ TEST(Notify, NotifyOneRacingACancellationGoesToExactlyOneWaiter) {
       EXPECT_TRUE(canceled(r1.error()));
     }
     EXPECT_TRUE(second.join_blocking().has_value());
-    auto leftover = rt->block_on([](Notify& n) -> Task<Result<void>> {
-      co_return co_await with_timeout(Clock::now() - 1s, n.notified());
+    auto leftover = rt->block_on([](Notify& n_in) -> Task<Result<void>> {
+      co_return co_await with_timeout(Clock::now() - 1s, n_in.notified());
     }(n));
     EXPECT_EQ(leftover.error(), std::errc::timed_out) << "a permit was stored as well";
   }

@@ -201,8 +201,8 @@ TEST(WhenAnyAllocationFailure, AFailedStartCancelsAndJoinsTheStartedOnes) {
     std::array<test::Gate, 2> gates;
     auto h = rt->spawn([](long b, std::array<test::Gate, 2>& g, std::atomic<int>& s, Countdown& d,
                           std::atomic<int>& o) -> Task<> {
-      auto waiter = [](test::Gate& gate, std::atomic<int>& s) -> Task<Big> {
-        s.fetch_add(1);
+      auto waiter = [](test::Gate& gate, std::atomic<int>& s_in) -> Task<Big> {
+        s_in.fetch_add(1);
         (void)co_await gate.wait();
         co_return Big{};
       };
