@@ -24,6 +24,8 @@
 #include <utility>
 #include <vector>
 
+#include "../child_process.hpp"
+
 namespace arbor::example_test {
 
 using namespace std::chrono_literals;
@@ -31,82 +33,11 @@ using Millis = std::chrono::milliseconds;
 
 // Waits (at most `limit`) until `fd` has `events`; false on timeout.
 inline bool wait_for(int fd, short events, Millis limit) {
-  pollfd p{fd, events, 0};
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (;;) {
-    const auto left =
-        std::chrono::duration_cast<Millis>(deadline - std::chrono::steady_clock::now());
-    const int ready = ::poll(&p, 1, static_cast<int>(std::max<long long>(left.count(), 0)));
-    if (ready > 0) return true;
-    if (ready == 0 || errno != EINTR) return false;
-  }
+  return test::ChildProcess::ready(fd, events, limit);
 }
 
-// A child process running an example. Its first stdout line must end in "listening on ADDR:PORT".
-class ExampleProcess {
- public:
-  explicit ExampleProcess(std::vector<std::string> argv) {
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> args;
-      for (auto& a : argv)
-        args.push_back(a.data());
-      args.push_back(nullptr);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    std::string line;
-    char c;
-    while (wait_for(out[0], POLLIN, 30s) && ::read(out[0], &c, 1) == 1 && c != '\n')
-      line += c;
-    ::close(out[0]);
-    const auto at = line.find("listening on ");
-    const auto colon = line.rfind(':');
-    if (at != std::string::npos && colon != std::string::npos && colon > at)
-      port_ = std::stoi(line.substr(colon + 1));
-  }
-  ~ExampleProcess() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  ExampleProcess(const ExampleProcess&) = delete;
-  ExampleProcess& operator=(const ExampleProcess&) = delete;
-
-  int port() const { return port_; }  // 0 if it did not say where it listens
-
-  /// Sends `signal` and waits (at most `limit`) for the exit: the exit status (128 + signal if
-  /// a signal ended it), or nullopt if it is still running.
-  std::optional<int> stop(int signal = SIGINT, Millis limit = 30s) {
-    send_signal(signal);
-    return wait_exit(limit);
-  }
-  void send_signal(int signal) { ::kill(pid_, signal); }
-  /// The exit status once the process has ended (at most `limit`), or nullopt.
-  std::optional<int> wait_exit(Millis limit = 30s) {
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (pidfd < 0) return std::nullopt;
-    const bool ended = wait_for(pidfd, POLLIN, limit);
-    ::close(pidfd);
-    if (!ended) return std::nullopt;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  }
-
- private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  bool exited_ = false;
-};
+// A child process running an example (child_process.hpp).
+using ExampleProcess = test::ChildProcess;
 
 inline sockaddr_in loopback(int port) {
   sockaddr_in a{};

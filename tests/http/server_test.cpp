@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "../child_process.hpp"
 #include "arbor/io/engine.hpp"
 #include "http_client.hpp"
 
@@ -32,78 +33,20 @@ using arbor::http_test::Response;
 
 // ---- the server process --------------------------------------------------------------------
 
-class ServerProcess {
+// The example server on 127.0.0.1:0 with two workers and `flags` (child_process.hpp).
+class ServerProcess : public arbor::test::ChildProcess {
  public:
-  explicit ServerProcess(std::vector<std::string> flags) {
-    flags.insert(flags.begin(), {HTTP_SERVER, "--listen", "127.0.0.1:0", "--workers", "2"});
-    int out[2];
-    if (::pipe(out) != 0) return;
-    pid_ = ::fork();
-    if (pid_ == 0) {
-      ::dup2(out[1], STDOUT_FILENO);
-      ::close(out[0]);
-      ::close(out[1]);
-      std::vector<char*> argv;
-      for (auto& f : flags)
-        argv.push_back(f.data());
-      argv.push_back(nullptr);
-      ::execv(argv[0], argv.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    // The first line on stdout is "listening on 127.0.0.1:PORT".
-    std::string line;
-    char c;
-    pollfd p{out[0], POLLIN, 0};
-    for (;;) {  // (a stopped-and-continued test process sees EINTR even without handlers)
-      const int ready = ::poll(&p, 1, 30'000);
-      if (ready < 0 && errno == EINTR) continue;
-      if (ready != 1) break;
-      const ssize_t n = ::read(out[0], &c, 1);
-      if (n < 0 && errno == EINTR) continue;
-      if (n != 1 || c == '\n') break;
-      line += c;
-    }
-    ::close(out[0]);
-    const auto colon = line.rfind(':');
-    if (line.rfind("listening on ", 0) == 0 && colon != std::string::npos)
-      port_ = std::stoi(line.substr(colon + 1));
-  }
-  ~ServerProcess() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      ::waitpid(pid_, nullptr, 0);
-    }
-  }
-  int port() const { return port_; }
-  pid_t pid() const { return pid_; }
-  bool exited() const { return exited_; }
+  explicit ServerProcess(std::vector<std::string> flags)
+      : ChildProcess(with_defaults(std::move(flags))) {}
   std::string url(const std::string& path) const {
-    return "http://127.0.0.1:" + std::to_string(port_) + path;
-  }
-
-  /// Sends `signal` and waits (at most `limit`) for the exit; the exit status, or nullopt.
-  std::optional<int> stop(int signal, std::chrono::milliseconds limit) {
-    ::kill(pid_, signal);
-    const int pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid_, 0));
-    if (pidfd < 0) return std::nullopt;
-    pollfd p{pidfd, POLLIN, 0};
-    int ready;
-    do {
-      ready = ::poll(&p, 1, static_cast<int>(limit.count()));
-    } while (ready < 0 && errno == EINTR);
-    ::close(pidfd);
-    if (ready != 1) return std::nullopt;
-    int status = 0;
-    ::waitpid(pid_, &status, 0);
-    exited_ = true;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+    return "http://127.0.0.1:" + std::to_string(port()) + path;
   }
 
  private:
-  pid_t pid_ = -1;
-  int port_ = 0;
-  bool exited_ = false;
+  static std::vector<std::string> with_defaults(std::vector<std::string> flags) {
+    flags.insert(flags.begin(), {HTTP_SERVER, "--listen", "127.0.0.1:0", "--workers", "2"});
+    return flags;
+  }
 };
 
 // ---- a raw-socket client: http_client.hpp ----
