@@ -188,8 +188,9 @@ TEST(Mutex, ManyTasksAcrossWorkers) {
 // ------------------------------------------------------------------------------ Semaphore
 
 Task<std::error_code> acquire_and_record(Semaphore& s, std::size_t n, Order& order, int id) {
-  auto ok = co_await s.acquire(n);
-  if (!ok) co_return ok.error();
+  auto permit = co_await s.acquire(n);
+  if (!permit) co_return permit.error();
+  permit->forget();  // kept: the test gives them back by count
   order.add(id);
   co_return std::error_code{};
 }
@@ -231,12 +232,42 @@ TEST(Semaphore, CancellingTheFrontGrantsThoseBehindIt) {
   EXPECT_EQ(order.get(), std::vector<int>{2});
 }
 
-TEST(Semaphore, TryAcquireAndRelease) {
+TEST(Semaphore, APermitGivesItsPermitsBackOnceAndForgetKeepsThem) {
   Semaphore s(2);
-  EXPECT_TRUE(s.try_acquire(2));
-  EXPECT_FALSE(s.try_acquire());
-  s.release(3);
-  EXPECT_EQ(s.available(), 3u);
+  {
+    auto both = s.try_acquire(2);
+    ASSERT_TRUE(both);
+    EXPECT_EQ(both->count(), 2u);
+    EXPECT_FALSE(s.try_acquire());
+    EXPECT_EQ(s.available(), 0u);
+    Semaphore::Permit moved = std::move(*both);
+    EXPECT_EQ(both->count(), 0u);
+    moved.release();
+    EXPECT_EQ(s.available(), 2u);
+    moved.release();  // holds none now: nothing more goes back
+    EXPECT_EQ(s.available(), 2u);
+  }  // `both` (moved from) gives nothing back either
+  EXPECT_EQ(s.available(), 2u);
+  const std::size_t kept = s.try_acquire(1)->forget();
+  EXPECT_EQ(kept, 1u);
+  EXPECT_EQ(s.available(), 1u);  // forgotten permits stay taken
+  s.release(kept + 2);           // given back by count, plus two new ones
+  EXPECT_EQ(s.available(), 4u);
+}
+
+TEST(Semaphore, ADroppedPermitWakesTheNextWaiter) {
+  auto rt = test::make_runtime("auto", 1);
+  Semaphore s(1);
+  auto first = s.try_acquire();
+  ASSERT_TRUE(first);
+  auto waiter = rt->spawn([](Semaphore& sem) -> Task<std::size_t> {
+    auto permit = co_await sem.acquire();
+    co_return permit ? permit->count() : 0;
+  }(s));
+  ASSERT_TRUE(until([&] { return s.waiting() == 1; }));
+  first.reset();  // the permit goes: its permit passes to the waiter
+  EXPECT_EQ(waiter.join_blocking(), 1u);
+  EXPECT_EQ(s.available(), 1u);  // and the waiter's permit came back when its task ended
 }
 
 TEST(Semaphore, ShutdownWakesWaiters) {
@@ -253,14 +284,14 @@ Task<void> bounded_section(Semaphore& s, std::atomic<int>& inside, std::atomic<i
                            int rounds) {
   for (int i = 0; i < rounds; ++i) {
     const std::size_t n = 1 + i % 2;
-    EXPECT_TRUE(co_await s.acquire(n));
+    auto permit = co_await s.acquire(n);
+    EXPECT_TRUE(permit);
     const int now = inside.fetch_add(static_cast<int>(n)) + static_cast<int>(n);
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {
     }
     co_await yield();
-    inside.fetch_sub(static_cast<int>(n));
-    s.release(n);
+    inside.fetch_sub(static_cast<int>(n));  // then the permit gives them back
   }
 }
 
@@ -595,11 +626,11 @@ Task<void> acquire_until_cancelled(Semaphore& s, std::atomic<int>& inside) {
   const TaskContext& ctx = co_await detail::CurrentContext{};
   for (std::size_t i = 0; !ctx.token.stop_requested(); ++i) {
     const std::size_t n = 1 + i % 3;
-    if (!co_await s.acquire(n)) co_return;
+    auto permit = co_await s.acquire(n);
+    if (!permit) co_return;
     EXPECT_LE(inside.fetch_add(static_cast<int>(n)) + static_cast<int>(n), 4);
     co_await yield();
-    inside.fetch_sub(static_cast<int>(n));
-    s.release(n);
+    inside.fetch_sub(static_cast<int>(n));  // then the permit gives them back
   }
 }
 

@@ -1,9 +1,9 @@
 // Semaphore: an async counting semaphore; tasks acquire n permits and park until they can.
 //
 //   arbor::Semaphore slots(8);
-//   if (auto ok = co_await slots.acquire(2); !ok) co_return ok.error();
-//   ...
-//   slots.release(2);
+//   auto permit = co_await slots.acquire(2);   // Result<Semaphore::Permit>
+//   if (!permit) co_return permit.error();     // cancelled while waiting
+//   ...                                        // the permits go back when `permit` goes
 //
 // Invariant: waiters are served strictly in arrival order. While anyone waits, a new acquire
 // queues behind them even if enough permits are free, and release() grants only from the
@@ -15,12 +15,17 @@
 // front, the waiters behind it are granted what is now available (no wake-up is lost). A waiter
 // already granted its permits when the cancellation arrives keeps them (acquire succeeds).
 //
-// Ownership: permits are counted, not owned: whoever acquired them calls release(). Destroying
-// a Semaphore with waiters ends the process with a message (a precondition violation).
+// Ownership: a Permit owns the permits it was granted and gives them back when it is destroyed
+// (or release()d); forget() turns them into counted permits that whoever holds them gives back
+// with Semaphore::release(n), as a producer hands a slot to a consumer. A Permit must not
+// outlive its Semaphore. Destroying a Semaphore with waiters ends the process with a message
+// (a precondition violation).
 #pragma once
 
 #include <cstddef>
 #include <mutex>
+#include <optional>
+#include <utility>
 
 #include "arbor/result.hpp"
 #include "arbor/runtime/waiter_list.hpp"
@@ -36,6 +41,42 @@ class Semaphore {
     if (!waiters_.empty()) detail::destroyed_with_waiters("arbor::Semaphore");
   }
 
+  /// n permits of a Semaphore, given back when it is destroyed. Move-only.
+  class [[nodiscard]] Permit {
+   public:
+    Permit() noexcept = default;  // holds none
+    Permit(Permit&& other) noexcept
+        : sem_(std::exchange(other.sem_, nullptr)), n_(std::exchange(other.n_, 0)) {}
+    Permit& operator=(Permit&& other) noexcept {
+      if (this != &other) {
+        release();
+        sem_ = std::exchange(other.sem_, nullptr);
+        n_ = std::exchange(other.n_, 0);
+      }
+      return *this;
+    }
+    ~Permit() { release(); }
+
+    /// How many permits it holds.
+    std::size_t count() const noexcept { return n_; }
+    /// Gives them back now (once; then it holds none).
+    void release() noexcept {
+      if (sem_ != nullptr) std::exchange(sem_, nullptr)->release(std::exchange(n_, 0));
+    }
+    /// Keeps them taken and lets go of them: returns how many, for a later
+    /// Semaphore::release(n) by whoever takes them over.
+    std::size_t forget() noexcept {
+      sem_ = nullptr;
+      return std::exchange(n_, 0);
+    }
+
+   private:
+    friend class Semaphore;
+    Permit(Semaphore& s, std::size_t n) noexcept : sem_(&s), n_(n) {}
+    Semaphore* sem_ = nullptr;
+    std::size_t n_ = 0;
+  };
+
   struct Node : detail::Waiter {
     std::size_t wanted = 0;
   };
@@ -47,7 +88,10 @@ class Semaphore {
       node_.wanted = n;
     }
 
-    Result<void> await_resume() noexcept { return finish(); }
+    Result<Permit> await_resume() noexcept {
+      if (auto e = finish()) return e;
+      return Permit(sem_, node_.wanted);
+    }
     bool try_locked(detail::WakeList&) noexcept { return sem_.take_locked(node_.wanted); }
     void remove_locked(detail::WakeList& wake) noexcept {
       const bool was_front = sem_.waiters_.front() == &node_;
@@ -59,18 +103,20 @@ class Semaphore {
     Semaphore& sem_;
   };
 
-  /// `co_await s.acquire(n)`: Result<void> once n permits are this task's; operation_canceled
+  /// `co_await s.acquire(n)`: Result<Permit> once n permits are this task's; operation_canceled
   /// if the task is cancelled while it waits. Waiting for more permits than will ever be
   /// released waits forever (until cancelled).
   AcquireAwaiter acquire(std::size_t n = 1) noexcept { return AcquireAwaiter(*this, n); }
 
   /// Takes n permits if they are free and nobody waits; never waits.
-  bool try_acquire(std::size_t n = 1) noexcept {
+  std::optional<Permit> try_acquire(std::size_t n = 1) noexcept {
     std::lock_guard guard(lock_);
-    return take_locked(n);
+    if (!take_locked(n)) return std::nullopt;
+    return Permit(*this, n);
   }
 
-  /// Adds n permits and wakes the waiters at the front that they satisfy, in order.
+  /// Adds n permits (ones a Permit forgot, or new ones) and wakes the waiters at the front
+  /// that they satisfy, in order.
   void release(std::size_t n = 1) noexcept {
     detail::WakeList wake;
     lock_.lock();
