@@ -41,6 +41,14 @@ Task<Result<int>> recv_one(mpsc::Receiver<int>& rx) {
   co_return co_await rx.recv();
 }
 
+TEST(Channels, ACapacityOfZeroIsRefusedWithAClearError) {
+  EXPECT_THROW(mpsc::channel<int>(0), std::invalid_argument);
+  EXPECT_THROW(broadcast::channel<int>(0), std::invalid_argument);
+  auto [tx, rx] = mpsc::channel<int>(1);  // the smallest that holds a message
+  EXPECT_TRUE(tx.try_send(1));
+  EXPECT_FALSE(tx.try_send(2));
+}
+
 TEST(MpscBounded, TrySendAndTryRecv) {
   auto [tx, rx] = mpsc::channel<std::string>(2);
   EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty));

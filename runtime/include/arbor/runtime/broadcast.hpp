@@ -29,11 +29,11 @@
 // throws sends nothing and lets the exception through (T's move must not throw).
 #pragma once
 
-#include <cassert>
 #include <cstdint>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "arbor/result.hpp"
@@ -236,11 +236,12 @@ class Receiver {
   std::uint64_t missed_ = 0;  // written by this receiver's own recv (under the lock)
 };
 
-/// A channel whose ring holds the last `capacity` >= 1 messages, and its first receiver.
+/// A channel whose ring holds the last `capacity` >= 1 messages, and its first receiver. Throws
+/// std::invalid_argument for capacity 0.
 template <class T>
 std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
-  assert(capacity >= 1);
-  auto state = std::make_shared<detail::State<T>>(capacity == 0 ? 1 : capacity);
+  if (capacity == 0) throw std::invalid_argument("arbor::broadcast::channel: capacity 0");
+  auto state = std::make_shared<detail::State<T>>(capacity);
   return {Sender<T>(state), Receiver<T>(state, 0)};
 }
 

@@ -35,11 +35,11 @@
 // must not use the channel.
 #pragma once
 
-#include <cassert>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <stdexcept>
 #include <utility>
 
 #include "arbor/result.hpp"
@@ -313,12 +313,12 @@ class UnboundedSender : public detail::SenderBase<T, arbor::detail::SegmentQueue
   SendResult<T> send(T message) { return this->push_now(message); }
 };
 
-/// A bounded channel of `capacity` >= 1 messages (the ring is allocated here, once).
+/// A bounded channel of `capacity` >= 1 messages (the ring is allocated here, once). Throws
+/// std::invalid_argument for capacity 0 (a channel that could never hold a message).
 template <class T>
 std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
-  assert(capacity >= 1);
-  auto state =
-      std::make_shared<detail::State<T, arbor::detail::RingQueue<T>>>(capacity == 0 ? 1 : capacity);
+  if (capacity == 0) throw std::invalid_argument("arbor::mpsc::channel: capacity 0");
+  auto state = std::make_shared<detail::State<T, arbor::detail::RingQueue<T>>>(capacity);
   return {Sender<T>(state), Receiver<T>(state)};
 }
 
