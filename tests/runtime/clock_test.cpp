@@ -278,6 +278,31 @@ TEST_P(TestClockTest, AnIntervalOfTheLongestPeriodTicksOnceAndThenWaits) {
   EXPECT_TRUE(rt->block_on(body()));
 }
 
+// sleep_for and with_timeout added the duration to Clock::now() unchecked: one past the end of
+// time wrapped to a deadline long gone, so "forever" ended at once (a sleep) or timed out at
+// once (a timeout). Saturated, it is a deadline that never comes.
+TEST_P(TestClockTest, TheLongestDurationsNeverFireInsteadOfFiringAtOnce) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<void> {
+    const auto start = Clock::now();
+    auto slept = co_await with_timeout(Clock::duration::max(), sleep_for(1h));
+    EXPECT_TRUE(slept);  // the sleep ended, not the timeout
+    EXPECT_GE(Clock::now() - start, 1h);
+    auto hours = co_await with_timeout(std::chrono::hours::max(), sleep_for(1h));
+    EXPECT_TRUE(hours);
+    EXPECT_GE(Clock::now() - start, 2h);
+    auto forever = co_await with_timeout(1h, sleep_for(Clock::duration::max()));
+    EXPECT_FALSE(forever);  // the sleep never ends: the timeout cuts it
+    if (!forever) {
+      EXPECT_EQ(forever.error(), std::errc::timed_out);
+    }
+    EXPECT_GE(Clock::now() - start, 3h);
+  };
+  rt->block_on(body());
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, TestClockTest, ::testing::ValuesIn(test::engine_variants()),
                          test::engine_name);
 
