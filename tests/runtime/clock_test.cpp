@@ -303,6 +303,20 @@ TEST_P(TestClockTest, TheLongestDurationsNeverFireInsteadOfFiringAtOnce) {
   rt->block_on(body());
 }
 
+// The other end, on the real clock: a deadline at time_point::min() is long past, but the
+// engine measured the wait towards it as deadline - now, which wrapped to centuries, and slept.
+TEST_P(TestClockTest, ATimeoutAtTheStartOfTimeFiresAtOnceOnTheRealClock) {
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  test::Gate never;
+  auto body = [&]() -> Task<Result<void>> {
+    co_return co_await with_timeout(Clock::time_point::min(), never.wait());
+  };
+  auto r = rt->block_on(body());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out);
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, TestClockTest, ::testing::ValuesIn(test::engine_variants()),
                          test::engine_name);
 
