@@ -6,11 +6,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdint>
 #include <mutex>
+#include <optional>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "arbor/arbor.hpp"
+#include "arbor/io/clock.hpp"
 #include "gate.hpp"
 #include "runtime_support.hpp"
 
@@ -43,6 +47,73 @@ TEST(TestClockApi, OnlyOneAtATimeAndTimeNeverGoesBack) {
   EXPECT_GE(Clock::now(), left);
   TestClock again;  // the first one's end released the clock
   EXPECT_GE(Clock::now(), left);
+}
+
+// Advancing past time_point::max() wrapped the clock round to before the epoch: every
+// deadline was then in the future for ages, and after ~TestClock the running clock too.
+TEST(TestClockApi, AnAdvancePastTheEndOfTimeIsRefusedAndTheClockStays) {
+  TestClock clock;
+  clock.advance(1h);
+  const auto before = clock.now();
+  EXPECT_THROW(clock.advance(Clock::duration::max()), std::overflow_error);
+  EXPECT_EQ(Clock::now(), before);
+  clock.advance(1s);  // still usable
+  EXPECT_EQ(Clock::now() - before, 1s);
+}
+
+// An engine jumps the paused clock (io::advance_clock_to, Engine::reap) whenever its runtime is
+// idle, on its own thread, while the test's thread may be ending its TestClock. The resume
+// computed its offset from the value it read before the jump landed, and so undid the jump: the
+// clock went back to before deadlines that had fired. Here a thread jumps as an engine does,
+// 1 ms ahead each time, while the clock resumes; whatever jump succeeded must still hold after.
+TEST(TestClockApi, AJumpRacingTheResumeIsNotUndone) {
+  int undone = 0;
+  for (int i = 0; i < 300; ++i) {  // undid about one in five before the fix
+    std::optional<TestClock> clock(std::in_place);
+    std::atomic<bool> jumping{false};
+    std::atomic<std::int64_t> reached{0};  // the latest value a jump set
+    std::thread engine([&] {
+      for (;;) {
+        const std::int64_t to = io::now_ns() + 1'000'000;
+        jumping.store(true, std::memory_order_release);
+        if (!io::advance_clock_to(to)) break;  // running again
+        reached.store(to, std::memory_order_release);
+      }
+    });
+    while (!jumping.load(std::memory_order_acquire)) std::this_thread::yield();
+    clock.reset();  // resumes while the other thread jumps
+    engine.join();
+    if (io::now_ns() < reached.load(std::memory_order_acquire)) ++undone;
+  }
+  EXPECT_EQ(undone, 0);
+}
+
+// A TestClock may be made while something reads the clock (a runtime's engine, a task). The
+// pause took the paused value and then published it: a reader in between read a later time,
+// and then the paused one, earlier. So a timer could fire and its task wake to a clock before
+// its deadline. A reader checks every read against its previous one while the clock is paused
+// and resumed again and again.
+TEST(TestClockApi, NeverBackwardsWhileReadersRacePauseAndResume) {
+  std::atomic<bool> stop{false};
+  std::atomic<bool> reading{false};
+  long backwards = 0;
+  std::thread reader([&] {
+    Clock::time_point last = Clock::now();
+    reading.store(true, std::memory_order_release);
+    while (!stop.load(std::memory_order_acquire)) {
+      const Clock::time_point t = Clock::now();
+      if (t < last) ++backwards;
+      last = t;
+    }
+  });
+  while (!reading.load(std::memory_order_acquire)) std::this_thread::yield();
+  for (int i = 0; i < 200000; ++i) {
+    TestClock clock;
+    if (i % 2 == 0) clock.advance(1ns);
+  }
+  stop.store(true, std::memory_order_release);
+  reader.join();
+  EXPECT_EQ(backwards, 0);
 }
 
 class TestClockTest : public ::testing::TestWithParam<std::string> {};
@@ -205,6 +276,45 @@ TEST_P(TestClockTest, AnIntervalOfTheLongestPeriodTicksOnceAndThenWaits) {
     co_return !second && second.error() == std::errc::timed_out;
   };
   EXPECT_TRUE(rt->block_on(body()));
+}
+
+// sleep_for and with_timeout added the duration to Clock::now() unchecked: one past the end of
+// time wrapped to a deadline long gone, so "forever" ended at once (a sleep) or timed out at
+// once (a timeout). Saturated, it is a deadline that never comes.
+TEST_P(TestClockTest, TheLongestDurationsNeverFireInsteadOfFiringAtOnce) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<void> {
+    const auto start = Clock::now();
+    auto slept = co_await with_timeout(Clock::duration::max(), sleep_for(1h));
+    EXPECT_TRUE(slept);  // the sleep ended, not the timeout
+    EXPECT_GE(Clock::now() - start, 1h);
+    auto hours = co_await with_timeout(std::chrono::hours::max(), sleep_for(1h));
+    EXPECT_TRUE(hours);
+    EXPECT_GE(Clock::now() - start, 2h);
+    auto forever = co_await with_timeout(1h, sleep_for(Clock::duration::max()));
+    EXPECT_FALSE(forever);  // the sleep never ends: the timeout cuts it
+    if (!forever) {
+      EXPECT_EQ(forever.error(), std::errc::timed_out);
+    }
+    EXPECT_GE(Clock::now() - start, 3h);
+  };
+  rt->block_on(body());
+}
+
+// The other end, on the real clock: a deadline at time_point::min() is long past, but the
+// engine measured the wait towards it as deadline - now, which wrapped to centuries, and slept.
+TEST_P(TestClockTest, ATimeoutAtTheStartOfTimeFiresAtOnceOnTheRealClock) {
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  test::Gate never;
+  auto body = [&]() -> Task<Result<void>> {
+    co_return co_await with_timeout(Clock::time_point::min(), never.wait());
+  };
+  auto r = rt->block_on(body());
+  ASSERT_FALSE(r);
+  EXPECT_EQ(r.error(), std::errc::timed_out);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, TestClockTest, ::testing::ValuesIn(test::engine_variants()),

@@ -1,20 +1,36 @@
-// The timers' clock (arbor/io/clock.hpp). Two words: `paused_at_`, the value while paused
-// (kRunning otherwise), and `offset_`, what was advanced in total, added to steady_clock while
-// running. Resume stores the new offset before it clears paused_at_ (release), and now_ns()
-// loads paused_at_ first (acquire): a reader that sees the clock running sees the offset that
-// goes with it, so the time it reads is never before the paused value.
+// The timers' clock (arbor/io/clock.hpp). Three words: `paused_at_`, the value while paused
+// (kRunning while running, kPausing while a pause is being taken), `offset_`, what was
+// advanced in total, added to steady_clock while running, and `pauses_`, how many pauses began.
+//
+// Never backwards, with readers racing both edges:
+//  - Resume stores the new offset before it clears paused_at_ (release), and now_ns() loads
+//    paused_at_ first (acquire): a reader that sees the clock running sees the offset that goes
+//    with it, so the time it reads is never before the paused value. Resume clears the value
+//    it computed the offset from (a CAS), so a jump by an engine landing in between is kept.
+//  - Pause first marks paused_at_ kPausing, then counts the pause, then reads steady_clock for
+//    the paused value. A running reader reads steady_clock between two loads of pauses_ (a
+//    seq_cst fence before the second) and keeps its time only if no pause began in between:
+//    so the pause read steady_clock after it, and the paused value is not before what it
+//    returns. Taking the paused value before the CAS, as this did at first, let a reader
+//    between the two see a later time than the paused one (TestClockApi.
+//    NeverBackwardsWhileReadersRacePauseAndResume). Readers that see kPausing wait for it to end.
 #include "arbor/io/clock.hpp"
 
 #include <atomic>
 #include <chrono>
+#include <cstdint>
 #include <limits>
+#include <thread>
 
 namespace arbor::io {
 namespace {
 
 constexpr std::int64_t kRunning = std::numeric_limits<std::int64_t>::min();
+constexpr std::int64_t kPausing = kRunning + 1;
+constexpr std::int64_t kLowest = kRunning + 2;  // the lowest value the clock can show
 std::atomic<std::int64_t> paused_at_{kRunning};
 std::atomic<std::int64_t> offset_{0};
+std::atomic<std::uint64_t> pauses_{0};
 
 std::int64_t steady_ns() noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(
@@ -22,12 +38,34 @@ std::int64_t steady_ns() noexcept {
       .count();
 }
 
+// a + b, held at the ends of the range instead of wrapping (a clock advanced or jumped close to
+// the end of time stays there: TestClockApi.AnAdvancePastTheEndOfTimeIsRefusedAndTheClockStays).
+std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
+  std::int64_t sum;
+  if (!__builtin_add_overflow(a, b, &sum)) return sum < kLowest ? kLowest : sum;
+  return b > 0 ? std::numeric_limits<std::int64_t>::max() : kLowest;
+}
+
+// paused_at_, once no pause is half taken.
+std::int64_t settled(std::int64_t at) noexcept {
+  while (at == kPausing) {
+    std::this_thread::yield();
+    at = paused_at_.load(std::memory_order_acquire);
+  }
+  return at;
+}
+
 }  // namespace
 
 std::int64_t now_ns() noexcept {
-  const std::int64_t paused = paused_at_.load(std::memory_order_acquire);
-  if (paused != kRunning) return paused;
-  return steady_ns() + offset_.load(std::memory_order_relaxed);
+  for (;;) {
+    const std::uint64_t pauses = pauses_.load(std::memory_order_acquire);
+    const std::int64_t paused = settled(paused_at_.load(std::memory_order_acquire));
+    if (paused != kRunning) return paused;
+    const std::int64_t t = saturating_add(steady_ns(), offset_.load(std::memory_order_relaxed));
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (pauses_.load(std::memory_order_relaxed) == pauses) return t;
+  }
 }
 
 bool clock_paused() noexcept {
@@ -36,30 +74,44 @@ bool clock_paused() noexcept {
 
 bool pause_clock() noexcept {
   std::int64_t expected = kRunning;
-  return paused_at_.compare_exchange_strong(expected, now_ns(), std::memory_order_acq_rel);
+  if (!paused_at_.compare_exchange_strong(expected, kPausing, std::memory_order_acq_rel))
+    return false;
+  pauses_.fetch_add(1, std::memory_order_seq_cst);
+  paused_at_.store(saturating_add(steady_ns(), offset_.load(std::memory_order_relaxed)),
+                   std::memory_order_release);
+  return true;
 }
 
 bool resume_clock() noexcept {
-  std::int64_t at = paused_at_.load(std::memory_order_acquire);
-  if (at == kRunning) return false;
-  // Only the pauser resumes (TestClock is one owner), so nothing moves `at` but advances; an
-  // advance racing this one is lost, which the owner's ~TestClock makes its own business.
-  offset_.store(at - steady_ns(), std::memory_order_relaxed);
-  return paused_at_.exchange(kRunning, std::memory_order_acq_rel) != kRunning;
+  // Only the pauser resumes (TestClock is one owner), but an engine may jump the clock
+  // (advance_clock_to) at any time: resume from the value it clears, never from an older one,
+  // or a jump landing between the two steps is undone and the clock goes back (timers that
+  // fired at the jumped-to time would stand in the future again:
+  // TestClockApi.AJumpRacingTheResumeIsNotUndone). A reader that reads offset_ while paused
+  // began before the pause and retries, so a retry here may overwrite it.
+  std::int64_t at = settled(paused_at_.load(std::memory_order_acquire));
+  do {
+    if (at == kRunning) return false;
+    offset_.store(saturating_add(at, -steady_ns()), std::memory_order_relaxed);
+  } while (!paused_at_.compare_exchange_weak(at, kRunning, std::memory_order_acq_rel,
+                                             std::memory_order_acquire));
+  return true;
 }
 
 bool advance_clock(std::int64_t ns) noexcept {
-  std::int64_t at = paused_at_.load(std::memory_order_acquire);
+  std::int64_t at = settled(paused_at_.load(std::memory_order_acquire));
   do {
+    at = settled(at);
     if (at == kRunning) return false;
-  } while (
-      !paused_at_.compare_exchange_weak(at, at + (ns > 0 ? ns : 0), std::memory_order_acq_rel));
+  } while (!paused_at_.compare_exchange_weak(at, saturating_add(at, ns > 0 ? ns : 0),
+                                             std::memory_order_acq_rel));
   return true;
 }
 
 bool advance_clock_to(std::int64_t ns) noexcept {
-  std::int64_t at = paused_at_.load(std::memory_order_acquire);
+  std::int64_t at = settled(paused_at_.load(std::memory_order_acquire));
   do {
+    at = settled(at);
     if (at == kRunning) return false;
     if (at >= ns) return true;
   } while (!paused_at_.compare_exchange_weak(at, ns, std::memory_order_acq_rel));

@@ -341,7 +341,11 @@ std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::E
       // A paused clock (a test's) moves without telling anyone: wait in short slices and look
       // at it again after each.
       paused = clock_paused();
-      const std::int64_t left = deadline - now_ns();
+      // Not deadline - now: for a deadline near time_point::min() that wrapped to centuries,
+      // and the poller slept past a timeout long due
+      // (TestClockTest.ATimeoutAtTheStartOfTimeFiresAtOnceOnTheRealClock).
+      const std::int64_t now = now_ns();
+      const std::int64_t left = deadline <= now ? 0 : deadline - now;
       std::int64_t until = left;
       if (left <= 0 || (paused && scheduler_.idle()))
         until = 0;  // due, or paused and maybe about to jump: look without waiting

@@ -13,7 +13,8 @@
 namespace arbor::io {
 
 /// Nanoseconds on the timers' clock: steady_clock's (plus what a test advanced), or the paused
-/// value. Costs one steady_clock read and two atomic loads.
+/// value. Costs one steady_clock read, three atomic loads and a fence; never before a value
+/// any thread read earlier.
 std::int64_t now_ns() noexcept;
 
 /// True while the clock is paused.
@@ -22,7 +23,8 @@ bool clock_paused() noexcept;
 bool pause_clock() noexcept;
 /// Lets it run again from its current value. False if it was not paused.
 bool resume_clock() noexcept;
-/// While paused: moves it forward by `ns` (≥ 0). False if it is not paused.
+/// While paused: moves it forward by `ns` (≥ 0), at most to the end of time (INT64_MAX).
+/// False if it is not paused.
 bool advance_clock(std::int64_t ns) noexcept;
 /// While paused: moves it forward to `ns` if it stands before it. False if it is not paused.
 bool advance_clock_to(std::int64_t ns) noexcept;

@@ -48,7 +48,8 @@ class TestClock {
   TestClock& operator=(const TestClock&) = delete;
 
   /// Moves the clock forward by `d`; timers now due fire (within a fraction of a millisecond
-  /// of real time). Throws std::invalid_argument for a negative `d`.
+  /// of real time). Throws std::invalid_argument for a negative `d`, std::overflow_error (and
+  /// leaves the clock) if now() + d is past Clock::time_point::max().
   void advance(Clock::duration d);
   /// Clock::now().
   Clock::time_point now() const noexcept { return Clock::now(); }

@@ -35,6 +35,21 @@ inline std::int64_t to_ns(Clock::time_point t) noexcept {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
 }
 
+// Clock::now() + d, held at Clock::time_point::max() (never) when that is past the end of time:
+// a plain sum wrapped to a deadline before now, so sleep_for(nanoseconds::max()) ended at once
+// and with_timeout(hours::max(), ...) timed out at once
+// (TestClockTest.TheLongestDurationsNeverFireInsteadOfFiringAtOnce). Compared in long double,
+// exact for 64-bit counts, since converting hours::max() to nanoseconds overflows too. A
+// duration not above zero is due now.
+template <class Rep, class Period>
+Clock::time_point deadline_after(std::chrono::duration<Rep, Period> d) noexcept {
+  const Clock::time_point now = Clock::now();
+  if (!(d > d.zero())) return now;
+  using Wide = std::chrono::duration<long double, std::nano>;
+  if (Wide(d) >= Wide(Clock::time_point::max() - now)) return Clock::time_point::max();
+  return now + std::chrono::duration_cast<Clock::duration>(d);
+}
+
 class SleepAwaiter : io::Timer {
  public:
   explicit SleepAwaiter(Clock::time_point deadline) noexcept { deadline_ns = to_ns(deadline); }
@@ -158,10 +173,10 @@ struct is_send_result<SendResult<U>> : std::true_type {};
 inline detail::SleepAwaiter sleep_until(Clock::time_point deadline) noexcept {
   return detail::SleepAwaiter(deadline);
 }
-/// `co_await sleep_for(d)`.
+/// `co_await sleep_for(d)`; a `d` past the end of time sleeps until cancelled.
 template <class Rep, class Period>
 detail::SleepAwaiter sleep_for(std::chrono::duration<Rep, Period> d) noexcept {
-  return detail::SleepAwaiter(Clock::now() + std::chrono::duration_cast<Clock::duration>(d));
+  return detail::SleepAwaiter(detail::deadline_after(d));
 }
 
 namespace detail {
@@ -243,11 +258,10 @@ template <class A>
 auto with_timeout(Clock::time_point deadline, A awaitable) {
   return detail::run_with_deadline(deadline, detail::as_task(std::move(awaitable)));
 }
-/// with_timeout(Clock::now() + d, awaitable).
+/// with_timeout(Clock::now() + d, awaitable); a `d` past the end of time never fires.
 template <class Rep, class Period, class A>
 auto with_timeout(std::chrono::duration<Rep, Period> d, A awaitable) {
-  return with_timeout(Clock::now() + std::chrono::duration_cast<Clock::duration>(d),
-                      std::move(awaitable));
+  return with_timeout(detail::deadline_after(d), std::move(awaitable));
 }
 
 }  // namespace arbor
