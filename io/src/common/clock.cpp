@@ -40,10 +40,13 @@ std::int64_t steady_ns() noexcept {
 
 // a + b, held at the ends of the range instead of wrapping (a clock advanced or jumped close to
 // the end of time stays there: TestClockApi.AnAdvancePastTheEndOfTimeIsRefusedAndTheClockStays).
+// (Portable: no compiler builtin, so MSVC builds it too. kLowest - b cannot overflow for b < 0.)
 std::int64_t saturating_add(std::int64_t a, std::int64_t b) noexcept {
-  std::int64_t sum;
-  if (!__builtin_add_overflow(a, b, &sum)) return sum < kLowest ? kLowest : sum;
-  return b > 0 ? std::numeric_limits<std::int64_t>::max() : kLowest;
+  constexpr std::int64_t kHighest = std::numeric_limits<std::int64_t>::max();
+  if (b > 0 && a > kHighest - b) return kHighest;
+  if (b < 0 && a < kLowest - b) return kLowest;
+  const std::int64_t sum = a + b;
+  return sum < kLowest ? kLowest : sum;
 }
 
 // paused_at_, once no pause is half taken.
