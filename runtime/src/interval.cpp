@@ -6,9 +6,11 @@
 namespace arbor {
 namespace {
 
-// t + d, or the end of time if that does not fit: a period of years stays a far deadline.
+// t + d (d > 0), or the end of time if that does not fit: a period of years stays a far
+// deadline. max() - d cannot overflow for d > 0, whatever t is (max() - t did for a t before
+// the clock's epoch: TestClockTest.AnIntervalStartingBeforeTheEpochKeepsItsGrid).
 Clock::time_point saturating_add(Clock::time_point t, Clock::duration d) noexcept {
-  if (d > Clock::time_point::max() - t) return Clock::time_point::max();
+  if (t > Clock::time_point::max() - d) return Clock::time_point::max();
   return t + d;
 }
 

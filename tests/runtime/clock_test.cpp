@@ -2,6 +2,8 @@
 // nothing left to do but wait for a timer jumps the clock to that timer's deadline, so these
 // tests wait for hours of timers in no real time. What they check is exact on that clock:
 // a timer completes at its deadline, not before and not after time has moved past it.
+#include "arbor/io/clock.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,7 +16,6 @@
 #include <vector>
 
 #include "arbor/arbor.hpp"
-#include "arbor/io/clock.hpp"
 #include "gate.hpp"
 #include "runtime_support.hpp"
 
@@ -80,7 +81,8 @@ TEST(TestClockApi, AJumpRacingTheResumeIsNotUndone) {
         reached.store(to, std::memory_order_release);
       }
     });
-    while (!jumping.load(std::memory_order_acquire)) std::this_thread::yield();
+    while (!jumping.load(std::memory_order_acquire))
+      std::this_thread::yield();
     clock.reset();  // resumes while the other thread jumps
     engine.join();
     if (io::now_ns() < reached.load(std::memory_order_acquire)) ++undone;
@@ -106,7 +108,8 @@ TEST(TestClockApi, NeverBackwardsWhileReadersRacePauseAndResume) {
       last = t;
     }
   });
-  while (!reading.load(std::memory_order_acquire)) std::this_thread::yield();
+  while (!reading.load(std::memory_order_acquire))
+    std::this_thread::yield();
   for (int i = 0; i < 200000; ++i) {
     TestClock clock;
     if (i % 2 == 0) clock.advance(1ns);
@@ -315,6 +318,22 @@ TEST_P(TestClockTest, ATimeoutAtTheStartOfTimeFiresAtOnceOnTheRealClock) {
   auto r = rt->block_on(body());
   ASSERT_FALSE(r);
   EXPECT_EQ(r.error(), std::errc::timed_out);
+}
+
+TEST_P(TestClockTest, AnIntervalStartingBeforeTheEpochKeepsItsGrid) {
+  TestClock clock;
+  auto rt = test::make_runtime(GetParam());
+  ASSERT_TRUE(rt);
+  auto body = [&]() -> Task<bool> {
+    const Clock::time_point start = Clock::time_point{} - 1h;  // before steady_clock's epoch
+    Interval ticks(start, 1h, MissedTicks::skip);
+    auto first = co_await ticks.tick();
+    if (!first || *first != start) co_return false;
+    // skip: the grid's first point after now, less than a period ahead (not the end of time)
+    co_return ticks.next() > Clock::now() && ticks.next() - Clock::now() <= 1h &&
+        (ticks.next() - start) % 1h == Clock::duration::zero();
+  };
+  EXPECT_TRUE(rt->block_on(body()));
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, TestClockTest, ::testing::ValuesIn(test::engine_variants()),
