@@ -111,6 +111,17 @@ bool Server::Connection::take_buffers() noexcept {
   return true;
 }
 
+Server::Connection::ReadNow Server::Connection::read_now() noexcept {
+  begin_ = end_ = 0;  // idle: no input in hand
+  auto n = stream_.try_read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
+  if (!n)
+    return n.error() == std::errc::resource_unavailable_try_again ? ReadNow::nothing
+                                                                  : ReadNow::ended;
+  if (*n == 0) return ReadNow::ended;
+  end_ = *n;
+  return ReadNow::got;
+}
+
 bool Server::Connection::parse() noexcept {
   if (reading_body_) {
     if (chunked_) {

@@ -6,9 +6,12 @@
 // holds whole responses, in request order, that no write has taken yet. The buffers (parser
 // fields, input, output, scratch) are one block lent by the server's BlockPool while the
 // connection has something of a request in hand; an idle connection gives it back and waits
-// with readable(), which pins no buffer, so it holds only its own small state. On the
-// keep-alive path the only system calls are write()'s and read()'s (readable() needs none of
-// its own on epoll and io_uring), and the only coroutine frames write_all's.
+// with readable(), which pins no buffer, so it holds only its own small state. Readiness can
+// be stale (epoll reports an edge whose bytes an earlier read already took), so after
+// readable() the connection reads without waiting (read_now()) and, finding nothing, gives
+// the buffers back and waits again: it never waits holding them. On the keep-alive path the
+// only system calls are write()'s and read_now()'s (readable() needs none of its own on epoll
+// and io_uring), and the only coroutine frames write_all's.
 #pragma once
 
 #include <atomic>
@@ -64,6 +67,10 @@ class Server::Connection {
   detail::StatusAwaiter readable() noexcept { return stream_.readable(); }
   /// Borrows the buffers again; false if no memory could be had (the connection then closes).
   bool take_buffers() noexcept;
+  /// After readable(), with the buffers taken back: reads what is there without waiting.
+  /// `nothing` when the readiness was stale (the buffers must go back before the next wait).
+  enum class ReadNow { got, nothing, ended };
+  ReadNow read_now() noexcept;
   bool has_buffers() const noexcept { return block_ != nullptr; }
   /// The size of the block a connection borrows under `limits`.
   static std::size_t block_size(const Limits& limits) noexcept;

@@ -224,9 +224,16 @@ Task<void> Server::serve(TcpStream stream) {
     c.deadline();
     if (c.idle()) {  // wait for the next request without holding buffers
       c.give_back_buffers();
-      if (!co_await c.readable() || !c.take_buffers()) co_return;
+      for (;;) {
+        if (!co_await c.readable() || !c.take_buffers()) co_return;
+        const auto got = c.read_now();
+        if (got == Connection::ReadNow::got) break;
+        if (got == Connection::ReadNow::ended) co_return;
+        c.give_back_buffers();  // stale readiness: nothing came, wait again holding nothing
+      }
+    } else if (!co_await c.read()) {
+      co_return;  // peer closed, reset, timed out, drained or evicted
     }
-    if (!co_await c.read()) co_return;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }
   if (c.must_linger()) co_await c.linger();

@@ -28,6 +28,19 @@ Task<Result<TcpStream>> TcpStream::connect(Runtime& runtime, Address address,
   co_return co_await with_timeout(timeout, connect(runtime, address));
 }
 
+Result<std::size_t> TcpStream::try_read_some(std::span<std::byte> buffer) noexcept {
+  if (buffer.empty()) return std::size_t{0};
+  io::Operation op;
+  op.target(socket_.ref());
+  if (op.descriptor == nullptr) return std::make_error_code(std::errc::bad_file_descriptor);
+  op.kind = io::OpKind::receive;
+  op.data = buffer.data();
+  op.size = buffer.size();
+  const std::int64_t r = socket_.engine()->receive_now(op);
+  if (r < 0) return errno_code(static_cast<int>(-r));
+  return static_cast<std::size_t>(r);
+}
+
 Task<Result<void>> TcpStream::read_exact(std::span<std::byte> buffer) {
   while (!buffer.empty()) {
     auto n = co_await read_some(buffer);

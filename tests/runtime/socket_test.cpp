@@ -551,6 +551,80 @@ TEST_P(SocketTest, ReadableThenReadOverALongStreamKeepsEveryByte) {
   EXPECT_TRUE(run(body(*rt_)));
 }
 
+// try_read_some never waits: nothing there is try_again (and costs the stream nothing), bytes
+// that came are taken, the peer's end is 0, and a closed stream is bad_file_descriptor.
+TEST_P(SocketTest, TryReadTakesWhatIsThereAndNeverWaits) {
+  auto body = [](Runtime& rt) -> Task<std::string> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return "pair";
+    std::byte buf[16];
+    auto none = pair->server.try_read_some(buf);
+    if (none || none.error() != std::errc::resource_unavailable_try_again)
+      co_return "before any bytes: " + (none ? std::to_string(*none) : none.error().message());
+    if (!co_await pair->client.write_all(bytes_of("ping"))) co_return "write";
+    Bytes got;
+    while (got.size() < 4) {
+      if (!co_await pair->server.readable()) co_return "readable";
+      auto n = pair->server.try_read_some(buf);
+      if (!n && n.error() == std::errc::resource_unavailable_try_again) continue;  // stale
+      if (!n || *n == 0) co_return "try_read_some after readable";
+      got.insert(got.end(), buf, buf + *n);
+    }
+    if (got != bytes_of("ping")) co_return "bytes changed";
+    auto drained = pair->server.try_read_some(buf);
+    if (drained || drained.error() != std::errc::resource_unavailable_try_again)
+      co_return "after the bytes: not try_again";
+    auto empty = pair->server.try_read_some(std::span<std::byte>());
+    if (!empty || *empty != 0) co_return "an empty buffer";
+    if (!pair->client.shutdown_write()) co_return "shutdown";
+    for (;;) {
+      if (!co_await pair->server.readable()) co_return "readable at the end";
+      auto end = pair->server.try_read_some(buf);
+      if (!end && end.error() == std::errc::resource_unavailable_try_again) continue;
+      if (!end || *end != 0) co_return "the end is not 0";
+      break;
+    }
+    pair->server.close();
+    auto closed = pair->server.try_read_some(buf);
+    if (closed || closed.error() != std::errc::bad_file_descriptor)
+      co_return "closed: not bad_file_descriptor";
+    co_return "ok";
+  };
+  EXPECT_EQ(run(body(*rt_)), "ok");
+}
+
+// readable() and try_read_some over a long stream, as a server that waits holding no buffer
+// reads: every byte, in order (with io_uring's multishot receive, a try must take the bytes
+// the multishot holds before any still in the socket).
+TEST_P(SocketTest, ReadableThenTryReadOverALongStreamKeepsEveryByte) {
+  constexpr std::size_t kTotal = 256u << 10;
+  auto body = [](Runtime& rt) -> Task<bool> {
+    auto pair = co_await connected_pair(rt);
+    if (!pair) co_return false;
+    Bytes data(kTotal);
+    for (std::size_t i = 0; i < kTotal; ++i)
+      data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
+    auto writer = [](TcpStream& s, const Bytes& d) -> Task<bool> {
+      co_return (co_await s.write_all(d)).has_value();
+    };
+    auto writing = rt.spawn(writer(pair->client, data));
+    Bytes got;
+    got.reserve(kTotal);
+    std::byte buf[61];
+    while (got.size() < kTotal) {
+      if (!co_await pair->server.readable()) co_return false;
+      for (;;) {
+        auto n = pair->server.try_read_some(buf);
+        if (!n && n.error() == std::errc::resource_unavailable_try_again) break;
+        if (!n || *n == 0) co_return false;
+        got.insert(got.end(), buf, buf + *n);
+      }
+    }
+    co_return co_await std::move(writing) && got == data;
+  };
+  EXPECT_TRUE(run(body(*rt_)));
+}
+
 // The peer's end makes the socket readable (the read then gives 0), and closing the socket
 // ends a pending readable() with operation_canceled.
 TEST_P(SocketTest, ReadableSeesTheEndAndIsCancelledByClose) {

@@ -468,6 +468,7 @@ TEST(EngineTeardown, ABackendThatNeverStopsItsPollersIsStoppedByItsOwner) {
       op.result = -ENOTSUP;
       return true;
     }
+    std::int64_t receive_now(Operation&) noexcept override { return -ENOTSUP; }
     void cancel(Operation&) noexcept override {}
     void close(DescriptorRef) noexcept override {}
     // A futex word, not a condition variable: destroying one with a waiter blocks in glibc,

@@ -141,6 +141,24 @@ class EpollEngine final : public Engine {
     return attempt(op);
   }
 
+  std::int64_t receive_now(Operation& op) noexcept override {
+    auto& d = descriptor_of<EpollDescriptor>(op);
+    {
+      std::lock_guard guard(d.lock);
+      if (!admit(d, op, cancelling())) return op.result;
+      ++d.busy;  // the same pin as start(): the fd stays open through the call
+    }
+    const std::int64_t r = posix::perform(op, d.fd);
+    Descriptor::Finish finish;
+    {
+      std::lock_guard guard(d.lock);
+      --d.busy;
+      finish = d.finish_if_closed();
+    }
+    finish_close(&d, finish);
+    return r;
+  }
+
   void cancel(Operation& op) noexcept override {
     auto& d = descriptor_of<EpollDescriptor>(op);
     const int side = Descriptor::side(op.kind);

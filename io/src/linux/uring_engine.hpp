@@ -227,6 +227,7 @@ class UringEngine final : public Engine {
 
   Result<DescriptorRef> attach(Handle handle) noexcept override;
   bool start(Operation& op) noexcept override;
+  std::int64_t receive_now(Operation& op) noexcept override;
   void cancel(Operation& op) noexcept override;
   void close(DescriptorRef socket) noexcept override;
 

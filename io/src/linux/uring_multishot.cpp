@@ -92,6 +92,34 @@ bool UringEngine::start_multishot_receive(Ring& ring, UringDescriptor& d, Operat
   return false;
 }
 
+std::int64_t UringEngine::receive_now(Operation& op) noexcept {
+  auto& d = descriptor_of<UringDescriptor>(op);
+  Ring& ring = ring_of(d);
+  {
+    std::lock_guard guard(d.lock);
+    if (!admit_start(d, op)) return op.result;
+    if (d.chunk_head != ProvidedBuffers::kNone) {
+      buffered_reads_.fetch_add(1, std::memory_order_relaxed);
+      return static_cast<std::int64_t>(
+          take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
+    }
+    if (d.has_end) return take_end(d);
+    // An armed multishot owns the socket's bytes: a receive of our own could take bytes
+    // before ones it already holds in a CQE not yet reaped, out of order.
+    if (d.multishot_armed || d.arm_queued) return -EAGAIN;
+    ++d.busy;  // keeps the fd open while the system call runs outside the lock
+  }
+  const std::int64_t r = posix::perform(op, d.fd);
+  bool pushed;
+  {
+    std::lock_guard guard(d.lock);
+    --d.busy;
+    pushed = queue_close_if_due(ring, d);  // a close that waited for this call
+  }
+  if (pushed) ring.notify();
+  return r;
+}
+
 void UringEngine::park(UringDescriptor& d, Operation& op) noexcept {
   d.slot[0] = &op;
   state_of<UringOp>(op).parked = true;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <limits>
 
 #include "arbor/io/log.hpp"
@@ -158,6 +159,32 @@ bool IocpEngine::start(Operation& op) noexcept {
     prepare(d, op, side);
   }
   return issue_prepared(d, op, side);
+}
+
+std::int64_t IocpEngine::receive_now(Operation& op) noexcept {
+  auto& d = descriptor_of<IocpDescriptor>(op);
+  {
+    std::lock_guard guard(d.lock);
+    if (!admit(d, op, cancelling())) return op.result;
+    ++d.busy;  // keeps the socket open while the call runs outside the lock
+  }
+  // A plain receive on the non-blocking socket (attach() set FIONBIO): with no overlapped
+  // receive pending (admit() saw the read side free), no bytes can be held anywhere else.
+  const int n = ::recv(socket_of(d.fd), static_cast<char*>(op.data),
+                       static_cast<int>(std::min<std::size_t>(op.size, INT_MAX)), 0);
+  std::int64_t r = n;
+  if (n == SOCKET_ERROR) {
+    const DWORD error = static_cast<DWORD>(::WSAGetLastError());
+    r = error == WSAEWOULDBLOCK ? -EAGAIN : as_receive_result(op, negative_errno(error));
+  }
+  Descriptor::Finish close_now;
+  {
+    std::lock_guard guard(d.lock);
+    --d.busy;
+    close_now = d.finish_if_closed();
+  }
+  finish_close(d, close_now);
+  return r;
 }
 
 void IocpEngine::prepare(IocpDescriptor& d, Operation& op, int side) noexcept {

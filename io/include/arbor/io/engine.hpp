@@ -165,6 +165,11 @@ class Engine {
   /// Starts `op` on the socket it names; see operation.hpp for the completion contract. A stale
   /// name (the socket was closed) finishes inline with -ECANCELED.
   virtual bool start(Operation& op) noexcept = 0;
+  /// Runs a receive `op` once, now, on the calling thread, and never waits: returns the bytes
+  /// received (0: the peer's end), -EAGAIN if nothing is there yet, or another -errno (a stale
+  /// name or closed socket: -ECANCELED; a read already pending on the socket: -EBUSY). `op` is
+  /// never pending: the engine keeps no pointer to it and never calls op.complete.
+  virtual std::int64_t receive_now(Operation& op) noexcept = 0;
   /// Asks a pending `op` to finish early with -ECANCELED. Safe to race with its completion;
   /// the operation still completes exactly once.
   virtual void cancel(Operation& op) noexcept = 0;

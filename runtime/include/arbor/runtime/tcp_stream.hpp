@@ -51,6 +51,13 @@ class TcpStream {
   detail::StatusAwaiter readable() noexcept {
     return detail::StatusAwaiter(socket_.engine(), socket_.ref(), io::OpKind::readable);
   }
+  /// Reads what is available now, without waiting: bytes read (0: the peer closed its side,
+  /// or `buffer` is empty), or resource_unavailable_try_again if nothing is there yet. The
+  /// partner of readable(), whose readiness may be stale: a server that waits with readable()
+  /// takes its buffer and tries this, and on try_again gives the buffer back and waits again,
+  /// so it never holds a buffer while it waits. Not while a read on this stream is pending
+  /// (device_or_resource_busy).
+  Result<std::size_t> try_read_some(std::span<std::byte> buffer) noexcept;
   /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
   Task<Result<void>> read_exact(std::span<std::byte> buffer);
 
