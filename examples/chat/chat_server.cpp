@@ -141,8 +141,8 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: chat_server [HOST:PORT]  (e.g. 127.0.0.1:7100, [::1]:7100)\n");
     return 2;
   }
-  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
-  arbor::Event stop;                                        // outlives the runtime
+  const auto signals = examples::block_stop_signals();  // before the runtime's threads
+  arbor::Event stop;                                    // outlives the runtime
   arbor::Runtime rt;
   examples::SignalThread on_signal(signals, [&](int nth) {
     if (nth == 1)

@@ -1,29 +1,91 @@
-// Ctrl-C for the example programs: SIGINT and SIGTERM are taken by a plain thread that waits for
-// them (sigtimedwait), not by a signal handler, so what it does on a signal may take locks and
-// call into the runtime.
+// Ctrl-C for the example programs. On POSIX, SIGINT and SIGTERM are taken by a plain thread that
+// waits for them (sigtimedwait), not by a signal handler, so what it does on a signal may take
+// locks and call into the runtime. On Windows, a console control handler (Ctrl-C, Ctrl-Break, the
+// console closing) does the same: the system runs it on a thread of its own.
 //
-//   const sigset_t signals = examples::block_stop_signals();  // first: before the runtime
+//   const auto signals = examples::block_stop_signals();  // first: before the runtime
 //   arbor::Runtime rt;
 //   examples::SignalThread on_signal(signals, [&](int nth) { rt.request_stop(); });
 //   return rt.block_on(...);  // on_signal is joined before rt goes (declared after it)
 //
-// The thread is joined by the destructor, never detached: a detached one could still be inside
-// the callback (in request_stop(), say) when the stop it caused lets main return and destroy
-// the runtime. So it looks at its `done` flag every 100 ms.
+// The POSIX thread is joined by the destructor, never detached: a detached one could still be
+// inside the callback (in request_stop(), say) when the stop it caused lets main return and
+// destroy the runtime. So it looks at its `done` flag every 100 ms. On Windows the destructor
+// unregisters the handler and waits out a call in progress.
 #pragma once
 
 #include <atomic>
-#include <csignal>
-#include <ctime>
 #include <functional>
 #include <thread>
 #include <utility>
 
+#if defined(_WIN32)
+#include <windows.h>
+
+#include <mutex>
+#else
+#include <csignal>
+#include <ctime>
+#endif
+
 namespace examples {
+
+#if defined(_WIN32)
+
+struct StopSignals {};  // nothing to block: the console handler is registered by SignalThread
+
+inline StopSignals block_stop_signals() {
+  return {};
+}
+
+/// Calls `on_signal(n)` for the n-th Ctrl-C, Ctrl-Break or console close (n = 1, 2, …). One
+/// at a time per process.
+class SignalThread {
+ public:
+  SignalThread(StopSignals, std::function<void(int)> on_signal) {
+    std::lock_guard lock(mutex());
+    on_signal_ = std::move(on_signal);
+    current() = this;
+    ::SetConsoleCtrlHandler(&handle, TRUE);
+  }
+  ~SignalThread() {
+    ::SetConsoleCtrlHandler(&handle, FALSE);
+    std::lock_guard lock(mutex());  // a call in progress ends first
+    current() = nullptr;
+  }
+  SignalThread(const SignalThread&) = delete;
+  SignalThread& operator=(const SignalThread&) = delete;
+
+ private:
+  static BOOL WINAPI handle(DWORD event) {
+    if (event != CTRL_C_EVENT && event != CTRL_BREAK_EVENT && event != CTRL_CLOSE_EVENT)
+      return FALSE;
+    std::lock_guard lock(mutex());
+    SignalThread* self = current();
+    if (self == nullptr) return FALSE;  // the next handler (the default one ends the process)
+    self->on_signal_(++self->received_);
+    return TRUE;
+  }
+  static std::mutex& mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static SignalThread*& current() {
+    static SignalThread* p = nullptr;
+    return p;
+  }
+
+  std::function<void(int)> on_signal_;
+  int received_ = 0;
+};
+
+#else
+
+using StopSignals = sigset_t;
 
 /// Blocks SIGINT and SIGTERM in the calling thread, and so in every thread it starts later
 /// (the runtime's): call it before making the runtime. Returns the set.
-inline sigset_t block_stop_signals() {
+inline StopSignals block_stop_signals() {
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
@@ -35,7 +97,7 @@ inline sigset_t block_stop_signals() {
 /// Calls `on_signal(n)` on a thread of its own for the n-th signal of `signals` (n = 1, 2, …).
 class SignalThread {
  public:
-  SignalThread(sigset_t signals, std::function<void(int)> on_signal)
+  SignalThread(StopSignals signals, std::function<void(int)> on_signal)
       : thread_([this, signals, on_signal = std::move(on_signal)] {
           const timespec tick{0, 100'000'000};
           for (int received = 0; !done_.load();)
@@ -52,5 +114,7 @@ class SignalThread {
   std::atomic<bool> done_{false};
   std::thread thread_;  // last: starts once done_ exists
 };
+
+#endif
 
 }  // namespace examples

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: echo_server [HOST:PORT]  (e.g. 127.0.0.1:7000, [::1]:7000)\n");
     return 2;
   }
-  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
+  const auto signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
   examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });
   return rt.block_on(serve(rt, *address));

@@ -2,11 +2,11 @@
 //
 //   http_server [--listen 127.0.0.1:8080] [--workers N] [--engine auto|epoll|uring] ...
 //
-// SIGINT/SIGTERM/SIGQUIT: stop accepting, answer every request already received, exit 0
-// (bounded by --shutdown-timeout-ms). SIGHUP and SIGUSR1 (which a process manager or a log
-// rotator may send, and which would otherwise kill the process) log a line and change nothing:
-// there is no configuration to reload and no log file to reopen. SIGPIPE is ignored (the
-// runtime does that). Flags: --help; docs/http.md.
+// SIGINT/SIGTERM/SIGQUIT (Windows: Ctrl-C, Ctrl-Break, the console closing): stop accepting,
+// answer every request already received, exit 0 (bounded by --shutdown-timeout-ms). SIGHUP and
+// SIGUSR1 (which a process manager or a log rotator may send, and which would otherwise kill the
+// process) log a line and change nothing: there is no configuration to reload and no log file to
+// reopen. SIGPIPE is ignored (the runtime does that). Flags: --help; docs/http.md.
 #include <csignal>
 #include <cstdio>
 #include <mutex>
@@ -18,6 +18,9 @@
 #include "arbor/io/log.hpp"
 #include "flags.hpp"
 #include "routes.hpp"
+#if defined(_WIN32)
+#include "common/signal_thread.hpp"
+#endif
 
 namespace {
 
@@ -73,6 +76,19 @@ int main(int argc, char** argv) {
     std::fputs(arbor::example::usage(), stdout);
     return 0;
   }
+#if defined(_WIN32)
+  // Ctrl-C, Ctrl-Break or the console closing: the console control handler (signal_thread.hpp)
+  // asks the server to stop, as SIGINT does on POSIX.
+  auto rt = arbor::Runtime::create(flags.runtime);
+  if (!rt) {
+    std::fprintf(stderr, "http_server: cannot start the runtime: %s\n",
+                 rt.error().message().c_str());
+    return 2;
+  }
+  static ShutdownSwitch shutdown;
+  examples::SignalThread on_signal(examples::block_stop_signals(), [](int) { shutdown.request(); });
+  return (*rt)->block_on(serve(**rt, flags, shutdown));
+#else
   // The signals are taken by a plain thread with sigwait (not a signal handler), so what they
   // do may lock and log. Blocked before the runtime starts its threads, which inherit the mask.
   sigset_t signals;
@@ -101,4 +117,5 @@ int main(int argc, char** argv) {
     }
   }).detach();
   return (*rt)->block_on(serve(**rt, flags, shutdown));
+#endif
 }

@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
                  "usage: tcp_proxy LISTEN_HOST:PORT UPSTREAM_HOST:PORT [--idle-timeout SECONDS]\n");
     return 2;
   }
-  const sigset_t signals = examples::block_stop_signals();  // before the runtime's threads
+  const auto signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
   examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });  // cancels all
   return rt.block_on(serve(rt, *listen, *upstream, std::chrono::seconds(idle_seconds)));

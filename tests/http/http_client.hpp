@@ -1,16 +1,23 @@
 // A blocking raw-socket HTTP/1.1 client on 127.0.0.1 for the server tests: send bytes, read
 // whole responses (by Content-Length), see the server close.
+// Winsock on Windows (the in-process suites run there on the IOCP engine, under wine in CI).
 #pragma once
 
+#if defined(_WIN32)
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#else
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#endif
 
 #include <cerrno>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 namespace arbor::http_test {
 
@@ -28,27 +35,54 @@ struct Response {
 
 class Client {
  public:
+#if defined(_WIN32)
+  using Socket = SOCKET;
+  static constexpr Socket kNone = INVALID_SOCKET;
+#else
+  using Socket = int;
+  static constexpr Socket kNone = -1;
+#endif
+
   explicit Client(int port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    timeval tv{10, 0};  // a safety bound so a broken server fails the test instead of hanging it
+    if (fd_ == kNone) return;
+      // A safety bound so a broken server fails the test instead of hanging it.
+#if defined(_WIN32)
+    const DWORD ms = 10'000;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, reinterpret_cast<const char*>(&ms), sizeof ms);
+#else
+    timeval tv{10, 0};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+#endif
     int one = 1;
-    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    ::setsockopt(fd_, IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<const char*>(&one), sizeof one);
     sockaddr_in a{};
     a.sin_family = AF_INET;
     a.sin_port = htons(static_cast<std::uint16_t>(port));
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  ~Client() { ::close(fd_); }
-  bool connected() const { return connected_; }
-  int fd() const { return fd_; }
+  ~Client() {
+    if (fd_ == kNone) return;
+#if defined(_WIN32)
+    ::closesocket(fd_);
+#else
+    ::close(fd_);
+#endif
+  }
+  Client(const Client&) = delete;
+  Client& operator=(const Client&) = delete;
+  bool connected() const {
+    return connected_;
+  }
+  Socket fd() const {
+    return fd_;
+  }
 
   bool send(const std::string& data) {
     std::size_t off = 0;
     while (off < data.size()) {
-      const ssize_t n = ::send(fd_, data.data() + off, data.size() - off, MSG_NOSIGNAL);
-      if (n < 0 && errno == EINTR) continue;
+      const long n = send_some(data.data() + off, data.size() - off);
       if (n <= 0) return false;
       off += static_cast<std::size_t>(n);
     }
@@ -73,28 +107,60 @@ class Client {
     return r;
   }
 
+  /// Everything the server sends until it closes (or the safety bound passes).
+  std::string read_all() {
+    while (fill()) {
+    }
+    return std::exchange(buffer_, {});
+  }
+
   /// True if the server closes the connection (EOF or reset) with nothing more to read.
   bool closed_by_server() {
     char c;
-    ssize_t n;
-    do {
-      n = ::recv(fd_, &c, 1, 0);
-    } while (n < 0 && errno == EINTR);
-    return n == 0 || (n < 0 && errno == ECONNRESET);
+    const long n = receive_some(&c, 1);
+    return n == 0 || (n < 0 && reset());
   }
 
  private:
   bool fill() {
     char chunk[4096];
-    ssize_t n;
-    do {
-      n = ::recv(fd_, chunk, sizeof chunk, 0);
-    } while (n < 0 && errno == EINTR);
+    const long n = receive_some(chunk, sizeof chunk);
     if (n <= 0) return false;
     buffer_.append(chunk, static_cast<std::size_t>(n));
     return true;
   }
-  int fd_ = -1;
+  // One send or receive, retried on EINTR: bytes moved, or -1.
+  long send_some(const char* data, std::size_t size) {
+#if defined(_WIN32)
+    return ::send(fd_, data, static_cast<int>(size), 0);
+#else
+    long n;
+    do {
+      n = ::send(fd_, data, size, MSG_NOSIGNAL);
+    } while (n < 0 && errno == EINTR);
+    return n;
+#endif
+  }
+  long receive_some(char* data, std::size_t size) {
+#if defined(_WIN32)
+    return ::recv(fd_, data, static_cast<int>(size), 0);
+#else
+    long n;
+    do {
+      n = ::recv(fd_, data, size, 0);
+    } while (n < 0 && errno == EINTR);
+    return n;
+#endif
+  }
+  static bool reset() {
+#if defined(_WIN32)
+    return ::WSAGetLastError() == WSAECONNRESET;
+#else
+    return errno == ECONNRESET;
+#endif
+  }
+
+  Socket fd_ = kNone;
   bool connected_ = false;
   std::string buffer_;
 };

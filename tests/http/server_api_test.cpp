@@ -1,43 +1,22 @@
 // http::Server used directly, in process: what a handler's mistakes turn into, and what bind()
 // refuses. Clients are blocking sockets on 127.0.0.1; the server stops through shutdown().
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <cstdio>
 #include <stdexcept>
 #include <string>
 
 #include "arbor/http/server.hpp"
+#include "http_client.hpp"
 
 namespace arbor::http {
 namespace {
 
 // Sends `request` and returns everything the server sends back until it closes.
 std::string round_trip(int port, const std::string& request) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  timeval tv{10, 0};  // a safety bound, not synchronisation
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(static_cast<std::uint16_t>(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::recv(fd, buf, sizeof buf, 0);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      reply.append(buf, static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  return reply;
+  http_test::Client client(port);
+  if (!client.connected() || !client.send(request)) return {};
+  return client.read_all();
 }
 
 TEST(HttpServerApi, HandlerMistakesBecome500AndTheServerCarriesOn) {

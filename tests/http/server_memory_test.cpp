@@ -2,11 +2,7 @@
 // from the server's pool only while it has something of a request in hand, an idle one holds
 // none, and after a spike the pool keeps at most Server::kKeptBuffers and returns the rest.
 // Clients are blocking sockets on 127.0.0.1; the server stops through shutdown().
-#include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <string>
 #include <vector>
