@@ -10,8 +10,9 @@
 // be stale (epoll reports an edge whose bytes an earlier read already took), so after
 // readable() the connection reads without waiting (read_now()) and, finding nothing, gives
 // the buffers back and waits again: it never waits holding them. On the keep-alive path the
-// only system calls are write()'s and read_now()'s (readable() needs none of its own on epoll
-// and io_uring), and the only coroutine frames write_all's.
+// only system calls are write()'s, read_now()'s and, on epoll, readable()'s one-byte peek when
+// it starts (io_uring's readable() needs none: the socket's multishot receive answers it), and
+// the only coroutine frames write_all's.
 #pragma once
 
 #include <atomic>

@@ -78,6 +78,44 @@ TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
   EXPECT_EQ(server_->counters().requests, 2u * kClients + 1);
 }
 
+// Idle keep-alive connections (waiting with readable(), no buffer) end when their client
+// half-closes, resets, or when the server drains: each coroutine ends (connections_active
+// falls to 0) and none takes a buffer it keeps. A stale-readiness loop that did not see the
+// end (readable() forever true, try_read_some forever try_again) would keep them active.
+TEST_P(HttpServerMemory, IdleConnectionsEndOnHalfCloseResetAndDrain) {
+  constexpr int kEach = 8;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3 * kEach; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    ASSERT_TRUE(clients.back()->connected());
+    ASSERT_TRUE(clients.back()->send(kRequest));
+    ASSERT_TRUE(clients.back()->read_response().body == "fine");
+  }
+  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
+      << lent() << " buffers still lent";
+  ASSERT_EQ(server_->counters().connections_active, static_cast<std::uint64_t>(3 * kEach));
+  for (int i = 0; i < kEach; ++i) {  // half-close: the server sees its end and closes
+    ASSERT_EQ(::shutdown(clients[i]->fd(), SHUT_WR), 0);
+    EXPECT_TRUE(clients[i]->closed_by_server()) << "half-closed client " << i;
+  }
+  for (int i = kEach; i < 2 * kEach; ++i) {  // reset: SO_LINGER 0, then close
+    linger l{1, 0};
+    ASSERT_EQ(::setsockopt(clients[i]->fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l), 0);
+    clients[i].reset();
+  }
+  ASSERT_TRUE(sched::test::eventually([&] {
+    return server_->counters().connections_active == static_cast<std::uint64_t>(kEach);
+  })) << server_->counters().connections_active
+      << " active, not " << kEach;
+  EXPECT_EQ(lent(), 0u);
+  server_->shutdown();  // drain: the idle rest see their reads end and close
+  for (int i = 2 * kEach; i < 3 * kEach; ++i)
+    EXPECT_TRUE(clients[i]->closed_by_server()) << "drained client " << i;
+  ASSERT_TRUE(sched::test::eventually([&] { return server_->counters().connections_active == 0; }))
+      << server_->counters().connections_active << " still active after the drain";
+  EXPECT_EQ(lent(), 0u);
+}
+
 // A spike: more connections with a request in hand at once than the pool keeps. Each holds a
 // buffer while its head is incomplete; once all are answered the pool keeps kKeptBuffers and
 // the rest went back to the OS.
