@@ -21,16 +21,19 @@ $(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --build --preset $*
 	ctest --preset $*
 
-# Windows: the libraries cross-built with mingw-w64, and the tests built for Windows (the IOCP
-# engine's included) run under wine64 (docs/platforms.md). The wine prefix lives in build/wine-prefix; the wineserver that
-# scripts/wine-run keeps warm is stopped at the end, also when a test fails.
+# Windows: the libraries and examples cross-built with mingw-w64, the tests built for Windows
+# (the IOCP engine's included) run under wine64, then the HTTP end-to-end suite (a Linux test
+# binary) against http_server.exe under wine (docs/platforms.md). The wine prefix lives in
+# build/wine-prefix; the wineserver that scripts/wine-run keeps warm is stopped at the end, also
+# when a test fails.
 WINE64 ?= /usr/lib/wine/wine64
 windows-test:
 	@scripts/install-deps.sh windows
 	cmake --preset windows >/dev/null
 	cmake --build --preset windows
 	scripts/wine-run $(WINE64)
-	ctest --preset windows; status=$$?; scripts/wine-run $(WINE64) --stop; exit $$status
+	ctest --preset windows && scripts/wine-http-e2e $(WINE64); status=$$?; \
+	  scripts/wine-run $(WINE64) --stop; exit $$status
 
 # macOS: a syntax-only compile of sync/ and sched/ for the Apple targets (no SDK on Debian).
 darwin-check:

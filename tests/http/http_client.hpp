@@ -114,6 +114,28 @@ class Client {
     return std::exchange(buffer_, {});
   }
 
+  /// Half-closes: the server reads the end of the stream; this side can still read.
+  bool shut_write() {
+#if defined(_WIN32)
+    return ::shutdown(fd_, SD_SEND) == 0;
+#else
+    return ::shutdown(fd_, SHUT_WR) == 0;
+#endif
+  }
+  /// Closes with a reset (SO_LINGER 0) instead of an orderly end; the client is closed after.
+  bool reset_connection() {
+    linger l{1, 0};
+    const bool set =
+        ::setsockopt(fd_, SOL_SOCKET, SO_LINGER, reinterpret_cast<const char*>(&l), sizeof l) == 0;
+#if defined(_WIN32)
+    ::closesocket(fd_);
+#else
+    ::close(fd_);
+#endif
+    fd_ = kNone;
+    return set;
+  }
+
   /// True if the server closes the connection (EOF or reset) with nothing more to read.
   bool closed_by_server() {
     char c;

@@ -95,14 +95,11 @@ TEST_P(HttpServerMemory, IdleConnectionsEndOnHalfCloseResetAndDrain) {
       << lent() << " buffers still lent";
   ASSERT_EQ(server_->counters().connections_active, static_cast<std::uint64_t>(3 * kEach));
   for (int i = 0; i < kEach; ++i) {  // half-close: the server sees its end and closes
-    ASSERT_EQ(::shutdown(clients[i]->fd(), SHUT_WR), 0);
+    ASSERT_TRUE(clients[i]->shut_write());
     EXPECT_TRUE(clients[i]->closed_by_server()) << "half-closed client " << i;
   }
-  for (int i = kEach; i < 2 * kEach; ++i) {  // reset: SO_LINGER 0, then close
-    linger l{1, 0};
-    ASSERT_EQ(::setsockopt(clients[i]->fd(), SOL_SOCKET, SO_LINGER, &l, sizeof l), 0);
-    clients[i].reset();
-  }
+  for (int i = kEach; i < 2 * kEach; ++i)  // reset: SO_LINGER 0, then close
+    ASSERT_TRUE(clients[i]->reset_connection());
   ASSERT_TRUE(sched::test::eventually([&] {
     return server_->counters().connections_active == static_cast<std::uint64_t>(kEach);
   })) << server_->counters().connections_active
