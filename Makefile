@@ -32,7 +32,7 @@ windows-test:
 	cmake --preset windows >/dev/null
 	cmake --build --preset windows
 	scripts/wine-run $(WINE64)
-	ctest --preset windows && scripts/wine-http-e2e $(WINE64); status=$$?; \
+	ctest --preset windows && scripts/wine-e2e $(WINE64); status=$$?; \
 	  scripts/wine-run $(WINE64) --stop; exit $$status
 
 # macOS: a syntax-only compile of sync/ and sched/ for the Apple targets (no SDK on Debian).

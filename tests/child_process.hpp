@@ -2,7 +2,8 @@
 // first stdout line ("... listening on ADDR:PORT", on 127.0.0.1 port 0), and is stopped with a
 // signal. Every wait has an upper bound, so a broken program fails a test instead of hanging
 // it; EINTR is retried (a test process stopped and continued sees it even without handlers).
-// Killed (SIGKILL) by the destructor if it is still running. POSIX only.
+// Killed (SIGKILL) by the destructor if it is still running. POSIX only (the tests' side: the
+// program may be a Windows build under wine, see wine_examples()).
 #pragma once
 
 #include <poll.h>
@@ -13,11 +14,41 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdlib>
 #include <optional>
+#include <sstream>
 #include <string>
 #include <vector>
 
 namespace arbor::test {
+
+/// Under wine: ARBOR_TEST_WINE_EXAMPLES holds "<wine-run> <wine64> <dir>", where dir holds the
+/// Windows build of the examples (scripts/wine-e2e sets it). The end-to-end tests then start
+/// the Windows programs under wine, on the IOCP engine, and talk to them from Linux exactly as
+/// to the Linux builds. Windows has no POSIX signals: wine hands a program SIGINT as Ctrl-C,
+/// which stops the examples as SIGINT does on Linux, and ends it on the others.
+inline std::vector<std::string> wine_examples() {
+  std::vector<std::string> words;
+  const char* value = std::getenv("ARBOR_TEST_WINE_EXAMPLES");
+  if (value == nullptr) return words;
+  std::istringstream in(value);
+  for (std::string word; in >> word;)
+    words.push_back(word);
+  if (words.size() != 3) words.clear();
+  return words;
+}
+inline bool under_wine() {
+  return !wine_examples().empty();
+}
+
+/// The command line that runs the example built at `linux_path`: that path, or under wine the
+/// Windows build of the same program (the same file name, with .exe) through wine-run.
+inline std::vector<std::string> example_command(const std::string& linux_path) {
+  auto wine = wine_examples();
+  if (wine.empty()) return {linux_path};
+  const std::string name = linux_path.substr(linux_path.find_last_of('/') + 1);
+  return {wine[0], wine[1], wine[2] + "/" + name + ".exe"};
+}
 
 class ChildProcess {
  public:

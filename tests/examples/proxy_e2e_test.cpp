@@ -18,9 +18,10 @@ struct Proxy : ExampleProcess {
   explicit Proxy(int upstream_port, std::vector<std::string> flags = {})
       : ExampleProcess(args(upstream_port, std::move(flags))) {}
   static std::vector<std::string> args(int upstream_port, std::vector<std::string> flags) {
-    flags.insert(flags.begin(),
-                 {TCP_PROXY, "127.0.0.1:0", "127.0.0.1:" + std::to_string(upstream_port)});
-    return flags;
+    auto argv = arbor::test::example_command(TCP_PROXY);
+    argv.insert(argv.end(), {"127.0.0.1:0", "127.0.0.1:" + std::to_string(upstream_port)});
+    argv.insert(argv.end(), flags.begin(), flags.end());
+    return argv;
   }
 };
 

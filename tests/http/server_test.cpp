@@ -14,12 +14,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <regex>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -35,35 +33,18 @@ using arbor::http_test::Response;
 
 // ---- the server process --------------------------------------------------------------------
 
-// The server under test is this build's example by default. ARBOR_TEST_WINE_HTTP_SERVER names
-// another one, as a command line (words split on spaces): the Windows build under wine, e.g.
-// "scripts/wine-run /usr/lib/wine/wine64 build/windows/examples/http_server.exe", run on the
-// IOCP engine (scripts/wine-http-e2e). Windows has no POSIX signals: wine hands the program
-// SIGINT as Ctrl-C, which stops it as SIGINT stops the Linux build, and ends it on the others.
-const char* wine_server() {
-  const char* command = std::getenv("ARBOR_TEST_WINE_HTTP_SERVER");
-  return command != nullptr && *command != '\0' ? command : nullptr;
-}
-
-std::vector<std::string> server_command() {
-  const char* wine = wine_server();
-  if (wine == nullptr) return {HTTP_SERVER};
-  std::vector<std::string> words;
-  std::istringstream in(wine);
-  for (std::string word; in >> word;)
-    words.push_back(word);
-  return words;
+// The signal that stops the server gracefully: SIGTERM, or under wine SIGINT (Ctrl-C;
+// child_process.hpp).
+int graceful_stop() {
+  return arbor::test::under_wine() ? SIGINT : SIGTERM;
 }
 
 // The server's command line for a shell.
 std::string shell_command() {
-  const char* wine = wine_server();
-  return wine != nullptr ? wine : HTTP_SERVER;
-}
-
-// The signal that stops the server gracefully: SIGTERM, or under wine SIGINT (Ctrl-C).
-int graceful_stop() {
-  return wine_server() != nullptr ? SIGINT : SIGTERM;
+  std::string command;
+  for (const auto& word : arbor::test::example_command(HTTP_SERVER))
+    command += (command.empty() ? "" : " ") + word;
+  return command;
 }
 
 // The example server on 127.0.0.1:0 with two workers and `flags` (child_process.hpp).
@@ -77,7 +58,7 @@ class ServerProcess : public arbor::test::ChildProcess {
 
  private:
   static std::vector<std::string> with_defaults(std::vector<std::string> flags) {
-    std::vector<std::string> argv = server_command();
+    std::vector<std::string> argv = arbor::test::example_command(HTTP_SERVER);
     argv.insert(argv.end(), {"--listen", "127.0.0.1:0", "--workers", "2"});
     argv.insert(argv.end(), flags.begin(), flags.end());
     return argv;
@@ -645,7 +626,8 @@ TEST_P(HttpServer, AtTheLimitTheLongestIdleConnectionMakesRoom) {
 }
 
 TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
-  if (wine_server()) GTEST_SKIP() << "Windows has no SIGTERM: wine ends the program on it";
+  if (arbor::test::under_wine())
+    GTEST_SKIP() << "Windows has no SIGTERM: wine ends the program on it";
   start();
   Client busy(server().port());
   Client idle(server().port());
@@ -669,7 +651,8 @@ TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
 // kernel ends a process at once for an unblocked fatal signal), so the request after them would
 // fail and the exit status below would name the signal.
 TEST_P(HttpServer, HupUsr1AndPipeLeaveTheServerServing) {
-  if (wine_server()) GTEST_SKIP() << "Windows has none of these signals: wine ends the program";
+  if (arbor::test::under_wine())
+    GTEST_SKIP() << "Windows has none of these signals: wine ends the program";
   start();
   for (int signal : {SIGHUP, SIGUSR1, SIGPIPE, SIGHUP})
     ASSERT_EQ(::kill(server().pid(), signal), 0);
@@ -686,7 +669,8 @@ TEST_P(HttpServer, HupUsr1AndPipeLeaveTheServerServing) {
 // (SIGQUIT's default action would dump core instead).
 TEST_P(HttpServer, SigintAndSigquitAnswerRequestsInFlightThenExitZero) {
   for (int signal : {SIGINT, SIGQUIT}) {
-    if (signal == SIGQUIT && wine_server()) break;  // Windows has no SIGQUIT; SIGINT is Ctrl-C
+    if (signal == SIGQUIT && arbor::test::under_wine())
+      break;  // Windows has no SIGQUIT; SIGINT is Ctrl-C
     start();
     Client c(server().port());
     ASSERT_TRUE(c.send(get("/plaintext")));
@@ -715,7 +699,8 @@ TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
 
 std::vector<std::string> server_variants() {
   // Under wine the server is the Windows build: its engine, not this process's.
-  auto names = wine_server() ? std::vector<std::string>{"iocp"} : arbor::io::Engine::available();
+  auto names =
+      arbor::test::under_wine() ? std::vector<std::string>{"iocp"} : arbor::io::Engine::available();
   for (std::size_t i = 0, n = names.size(); i < n; ++i)
     names.push_back(names[i] + "-pollers");
   return names;
