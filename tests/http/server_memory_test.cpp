@@ -38,6 +38,10 @@ class HttpServerMemory : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(server_->counters().buffers_lent, 0u) << "a connection kept its buffers";
   }
   int port() const { return server_->local_address().port(); }
+  // `n` keep-alive clients, each with one request answered; then waits until every connection
+  // has given its buffer back (a reply arrives just before its connection does). Empty if a
+  // client failed (the failure is recorded).
+  std::vector<std::unique_ptr<http_test::Client>> idle_clients(int n);
   std::uint64_t lent() const { return server_->counters().buffers_lent; }
 
   std::unique_ptr<Runtime> rt_;
@@ -47,20 +51,27 @@ class HttpServerMemory : public ::testing::TestWithParam<std::string> {
 
 const std::string kRequest = "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
 
+std::vector<std::unique_ptr<Client>> HttpServerMemory::idle_clients(int n) {
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < n; ++i) {
+    clients.push_back(std::make_unique<Client>(port()));
+    const bool answered = clients.back()->connected() && clients.back()->send(kRequest) &&
+                          clients.back()->read_response().body == "fine";
+    EXPECT_TRUE(answered) << "client " << i;
+    if (!answered) return {};
+  }
+  EXPECT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
+      << lent() << " buffers still lent";
+  return clients;
+}
+
 // Idle keep-alive connections hold no buffer; each borrows one again for its next request,
 // and one with half a head keeps its buffer (its bytes are in it) until the head is whole.
 TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
   constexpr int kClients = 40;
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < kClients; ++i) {
-    clients.push_back(std::make_unique<Client>(port()));
-    ASSERT_TRUE(clients.back()->connected());
-    ASSERT_TRUE(clients.back()->send(kRequest));
-    ASSERT_TRUE(clients.back()->read_response().body == "fine");
-  }
-  // A reply arrives just before its connection gives the buffer back: wait for the last ones.
-  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
-      << lent() << " buffers still lent";
+  auto clients = idle_clients(kClients);
+  ASSERT_FALSE(clients.empty());
+  ASSERT_EQ(lent(), 0u);
   EXPECT_EQ(server_->counters().connections_active, static_cast<std::uint64_t>(kClients));
   EXPECT_GE(server_->counters().buffers_kept, 1u);
   EXPECT_LE(server_->counters().buffers_kept, Server::kKeptBuffers);
@@ -84,15 +95,9 @@ TEST_P(HttpServerMemory, AnIdleConnectionHoldsNoBuffer) {
 // end (readable() forever true, try_read_some forever try_again) would keep them active.
 TEST_P(HttpServerMemory, IdleConnectionsEndOnHalfCloseResetAndDrain) {
   constexpr int kEach = 8;
-  std::vector<std::unique_ptr<Client>> clients;
-  for (int i = 0; i < 3 * kEach; ++i) {
-    clients.push_back(std::make_unique<Client>(port()));
-    ASSERT_TRUE(clients.back()->connected());
-    ASSERT_TRUE(clients.back()->send(kRequest));
-    ASSERT_TRUE(clients.back()->read_response().body == "fine");
-  }
-  ASSERT_TRUE(sched::test::eventually([&] { return lent() == 0; }))
-      << lent() << " buffers still lent";
+  auto clients = idle_clients(3 * kEach);
+  ASSERT_FALSE(clients.empty());
+  ASSERT_EQ(lent(), 0u);
   ASSERT_EQ(server_->counters().connections_active, static_cast<std::uint64_t>(3 * kEach));
   for (int i = 0; i < kEach; ++i) {  // half-close: the server sees its end and closes
     ASSERT_TRUE(clients[i]->shut_write());

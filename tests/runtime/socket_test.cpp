@@ -523,32 +523,54 @@ TEST_P(SocketTest, ReadableWaitsForDataAndConsumesNothing) {
   EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
 
+// `size` bytes of a pattern seeded by `seed`, written by a task of their own from one end of a
+// fresh pair while `read` takes them at the other, one readable() at a time (it waits, then
+// appends what it reads to `got`; false on an error or an early end). True if every byte
+// arrived, in order.
+Task<bool> write_whole(TcpStream& s, const Bytes& data) {
+  co_return (co_await s.write_all(data)).has_value();
+}
+
+template <class Read>
+Task<bool> stream_arrives_whole(Runtime& rt, std::size_t size, std::size_t seed, Read read) {
+  auto pair = co_await connected_pair(rt);
+  if (!pair) co_return false;
+  Bytes data(size);
+  for (std::size_t i = 0; i < size; ++i)
+    data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9) ^ seed);
+  auto writing = rt.spawn(write_whole(pair->client, data));
+  Bytes got;
+  got.reserve(size);
+  while (got.size() < size)
+    if (!co_await read(pair->server, got)) co_return false;
+  co_return co_await std::move(writing) && got == data;
+}
+
+// One readable(), then try_read_some until it finds nothing: how a server that waits holding
+// no buffer reads (http::Server does).
+Task<bool> readable_then_try_read(TcpStream& s, Bytes& got) {
+  if (!co_await s.readable()) co_return false;
+  std::byte buf[509];
+  for (;;) {
+    auto n = s.try_read_some(buf);
+    if (!n && n.error() == std::errc::resource_unavailable_try_again) co_return true;
+    if (!n || *n == 0) co_return false;
+    got.insert(got.end(), buf, buf + *n);
+  }
+}
+
 // Alternating readable() and small reads over a long stream loses and reorders nothing (with
 // io_uring's multishot receive, readable() must leave what it saw buffered for the read).
 TEST_P(SocketTest, ReadableThenReadOverALongStreamKeepsEveryByte) {
-  constexpr std::size_t kTotal = 256u << 10;
-  auto body = [](Runtime& rt) -> Task<bool> {
-    auto pair = co_await connected_pair(rt);
-    if (!pair) co_return false;
-    Bytes data(kTotal);
-    for (std::size_t i = 0; i < kTotal; ++i)
-      data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
-    auto writer = [](TcpStream& s, const Bytes& d) -> Task<bool> {
-      co_return (co_await s.write_all(d)).has_value();
-    };
-    auto writing = rt.spawn(writer(pair->client, data));
-    Bytes got;
-    got.reserve(kTotal);
+  auto small_read = [](TcpStream& s, Bytes& got) -> Task<bool> {
+    if (!co_await s.readable()) co_return false;
     std::byte buf[61];
-    while (got.size() < kTotal) {
-      if (!co_await pair->server.readable()) co_return false;
-      auto n = co_await pair->server.read_some(buf);
-      if (!n || *n == 0) co_return false;
-      got.insert(got.end(), buf, buf + *n);
-    }
-    co_return co_await std::move(writing) && got == data;
+    auto n = co_await s.read_some(buf);
+    if (!n || *n == 0) co_return false;
+    got.insert(got.end(), buf, buf + *n);
+    co_return true;
   };
-  EXPECT_TRUE(run(body(*rt_)));
+  EXPECT_TRUE(run(stream_arrives_whole(*rt_, 256u << 10, 0, small_read)));
 }
 
 // try_read_some never waits: nothing there is try_again (and costs the stream nothing), bytes
@@ -597,32 +619,7 @@ TEST_P(SocketTest, TryReadTakesWhatIsThereAndNeverWaits) {
 // reads: every byte, in order (with io_uring's multishot receive, a try must take the bytes
 // the multishot holds before any still in the socket).
 TEST_P(SocketTest, ReadableThenTryReadOverALongStreamKeepsEveryByte) {
-  constexpr std::size_t kTotal = 256u << 10;
-  auto body = [](Runtime& rt) -> Task<bool> {
-    auto pair = co_await connected_pair(rt);
-    if (!pair) co_return false;
-    Bytes data(kTotal);
-    for (std::size_t i = 0; i < kTotal; ++i)
-      data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9));
-    auto writer = [](TcpStream& s, const Bytes& d) -> Task<bool> {
-      co_return (co_await s.write_all(d)).has_value();
-    };
-    auto writing = rt.spawn(writer(pair->client, data));
-    Bytes got;
-    got.reserve(kTotal);
-    std::byte buf[61];
-    while (got.size() < kTotal) {
-      if (!co_await pair->server.readable()) co_return false;
-      for (;;) {
-        auto n = pair->server.try_read_some(buf);
-        if (!n && n.error() == std::errc::resource_unavailable_try_again) break;
-        if (!n || *n == 0) co_return false;
-        got.insert(got.end(), buf, buf + *n);
-      }
-    }
-    co_return co_await std::move(writing) && got == data;
-  };
-  EXPECT_TRUE(run(body(*rt_)));
+  EXPECT_TRUE(run(stream_arrives_whole(*rt_, 256u << 10, 0, &readable_then_try_read)));
 }
 
 // The same over many streams at once, their writers ahead of their readers: with io_uring's
@@ -631,35 +628,11 @@ TEST_P(SocketTest, ReadableThenTryReadOverALongStreamKeepsEveryByte) {
 // poll and try_read_some to a direct receive). Every stream still gets every byte, in order.
 TEST_P(SocketTest, ReadableThenTryReadOnManyStreamsAtOnceKeepsEveryByte) {
   constexpr int kStreams = 96;
-  constexpr std::size_t kTotal = 128u << 10;
   auto body = [](Runtime& rt) -> Task<int> {
-    auto one = [](Runtime& r, int k) -> Task<bool> {
-      auto pair = co_await connected_pair(r);
-      if (!pair) co_return false;
-      Bytes data(kTotal);
-      for (std::size_t i = 0; i < kTotal; ++i)
-        data[i] = static_cast<std::byte>((i * 131) ^ (i >> 9) ^ static_cast<std::size_t>(k));
-      auto writer = [](TcpStream& s, const Bytes& d) -> Task<bool> {
-        co_return (co_await s.write_all(d)).has_value();
-      };
-      auto writing = r.spawn(writer(pair->client, data));
-      Bytes got;
-      got.reserve(kTotal);
-      std::byte buf[509];
-      while (got.size() < kTotal) {
-        if (!co_await pair->server.readable()) co_return false;
-        for (;;) {
-          auto n = pair->server.try_read_some(buf);
-          if (!n && n.error() == std::errc::resource_unavailable_try_again) break;
-          if (!n || *n == 0) co_return false;
-          got.insert(got.end(), buf, buf + *n);
-        }
-      }
-      co_return co_await std::move(writing) && got == data;
-    };
     std::vector<Task<bool>> streams;
     for (int k = 0; k < kStreams; ++k)
-      streams.push_back(one(rt, k));
+      streams.push_back(stream_arrives_whole(rt, 128u << 10, static_cast<std::size_t>(k),
+                                             &readable_then_try_read));
     auto results = co_await when_all(std::move(streams));
     co_return static_cast<int>(std::count(results.begin(), results.end(), true));
   };
