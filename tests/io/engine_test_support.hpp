@@ -5,10 +5,13 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
+#include <thread>
 
 #if defined(_WIN32)
 #include <winsock2.h>
@@ -78,6 +81,75 @@ inline void close_peer(Handle peer) {
   ::closesocket(static_cast<SOCKET>(peer));
 #else
   ::close(static_cast<int>(peer));
+#endif
+}
+
+/// Sends one byte without waiting (nor raising SIGPIPE); true if it was sent. On Windows `h`
+/// must be non-blocking already (an engine's attach() makes it so).
+inline bool send_byte_now(Handle h, char c) {
+#if defined(_WIN32)
+  return ::send(static_cast<SOCKET>(h), &c, 1, 0) == 1;
+#else
+  return ::send(static_cast<int>(h), &c, 1, MSG_DONTWAIT | MSG_NOSIGNAL) == 1;
+#endif
+}
+
+/// Fills `h`'s send buffer (its peer reads nothing) until a send would wait; true if it sent
+/// anything. On Windows `h` must be non-blocking already (an engine's attach() makes it so).
+inline bool fill_send_buffer(Handle h) {
+  static char chunk[64 * 1024];
+  bool sent = false;
+#if defined(_WIN32)
+  while (::send(static_cast<SOCKET>(h), chunk, sizeof chunk, 0) > 0)
+    sent = true;
+#else
+  while (::send(static_cast<int>(h), chunk, sizeof chunk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0)
+    sent = true;
+#endif
+  return sent;
+}
+
+/// Fills the send buffers of `handles` (their peers read nothing), so a send on any of them must
+/// wait. A loopback TCP connection (Windows) frees room again for a while after a send would
+/// block (the peer's delayed acknowledgements), so there it fills again after a pause, until a
+/// round sends nothing; a Unix socket pair is full at once.
+inline void fill_send_buffers(std::span<const Handle> handles) {
+  for (bool sent = true; sent;) {
+    sent = false;
+    for (Handle h : handles)
+      sent |= fill_send_buffer(h);
+#if defined(_WIN32)
+    if (sent) std::this_thread::sleep_for(std::chrono::milliseconds(200));
+#else
+    break;
+#endif
+  }
+}
+
+/// Reads whatever has arrived on the peer's end, without waiting for more.
+inline void drain_peer(Handle peer) {
+  static char sink[64 * 1024];
+#if defined(_WIN32)
+  const auto s = static_cast<SOCKET>(peer);
+  u_long non_blocking = 1;
+  ::ioctlsocket(s, FIONBIO, &non_blocking);
+  while (::recv(s, sink, sizeof sink, 0) > 0) {
+  }
+  non_blocking = 0;
+  ::ioctlsocket(s, FIONBIO, &non_blocking);
+#else
+  while (::recv(static_cast<int>(peer), sink, sizeof sink, MSG_DONTWAIT) > 0) {
+  }
+#endif
+}
+
+/// Sets `h`'s send buffer size (SO_SNDBUF).
+inline void set_send_buffer(Handle h, int bytes) {
+#if defined(_WIN32)
+  ::setsockopt(static_cast<SOCKET>(h), SOL_SOCKET, SO_SNDBUF, reinterpret_cast<const char*>(&bytes),
+               sizeof bytes);
+#else
+  ::setsockopt(static_cast<int>(h), SOL_SOCKET, SO_SNDBUF, &bytes, sizeof bytes);
 #endif
 }
 

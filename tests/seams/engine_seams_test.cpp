@@ -1,11 +1,15 @@
 // Seams: engine. Where the engines meet the scheduler, the runtime's sockets and the extremes of
-// their options; every test runs on each engine variant here (epoll, uring, uring-single) and
-// starts with one line saying what it would catch.
-#include <dlfcn.h>
+// their options; every test runs on each engine variant here (epoll, uring, uring-single; on
+// Windows iocp, iocp-pollers) and starts with one line saying what it would catch. Sockets come
+// from io/engine_test_support.hpp (a loopback TCP pair on Windows, which has no socketpair).
 #include <gtest/gtest.h>
+
+#if !defined(_WIN32)
+#include <dlfcn.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#endif
 
 #include <atomic>
 #include <cerrno>
@@ -16,12 +20,14 @@
 #include <thread>
 #include <vector>
 
+#include "../io/engine_test_support.hpp"
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/sync/futex.hpp"
 
+#if !defined(_WIN32)
 namespace {
 
 // send(2) interposed for this binary: a send on `fd` is held inside the system call until the
@@ -46,6 +52,7 @@ extern "C" ssize_t send(int fd, const void* buffer, size_t length, int flags) {
   }
   return real(fd, buffer, length, flags);
 }
+#endif
 
 namespace arbor::io {
 namespace {
@@ -57,7 +64,7 @@ using sched::test::eventually;
 class EngineSeams : public ::testing::TestWithParam<std::string> {
  protected:
   std::unique_ptr<Engine> make(sched::Scheduler& scheduler, EngineOptions o = {}) {
-    o = test::engine_options(GetParam(), o);
+    o = arbor::test::engine_options(GetParam(), o);
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
@@ -91,15 +98,17 @@ struct Op : Operation {
   }
 };
 
-int socket_pair(int fds[2]) {
-  return ::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds);
-}
-
-// Fills fd's send buffer (its peer reads nothing), so a send on it must wait.
-void fill(int fd) {
-  static char chunk[64 * 1024];
-  while (::send(fd, chunk, sizeof chunk, MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
-  }
+// A connected pair: [0] for the engine, [1] its peer. True if the system made one.
+bool socket_pair(Handle (&fds)[2]) {
+#if defined(_WIN32)
+  return test::stream_pair(fds);
+#else
+  int pair[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0) return false;
+  fds[0] = pair[0];
+  fds[1] = pair[1];
+  return true;
+#endif
 }
 
 struct Timed : Timer {
@@ -144,15 +153,15 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
     o.max_tree = b;
     auto engine = make(scheduler, o);
     ASSERT_TRUE(engine);
-    std::vector<int> peers(kPairs);
+    std::vector<Handle> peers(kPairs), handles(kPairs);
     std::vector<DescriptorRef> sockets(kPairs);
     std::vector<Op> reads(kPairs), writes(kPairs);
     for (std::size_t i = 0; i < kPairs; ++i) {
-      int fds[2];
-      ASSERT_EQ(socket_pair(fds), 0);
-      const int small = 4096;
-      ::setsockopt(fds[0], SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+      Handle fds[2];
+      ASSERT_TRUE(socket_pair(fds));
+      test::set_send_buffer(fds[0], 4096);
       peers[i] = fds[1];
+      handles[i] = fds[0];
       auto d = engine->attach(fds[0]);
       ASSERT_TRUE(d);
       sockets[i] = *d;
@@ -161,18 +170,16 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
     // readable and writable; the read gets the byte, the write gets room.
     {
       Countdown done(2 * kPairs);
+      test::fill_send_buffers(handles);
       for (std::size_t i = 0; i < kPairs; ++i) {
-        fill(static_cast<int>(*Engine::handle(sockets[i])));
         reads[i].prepare(sockets[i], OpKind::receive, done);
         writes[i].prepare(sockets[i], OpKind::send, done);
         reads[i].begin(*engine);
         writes[i].begin(*engine);
       }
-      char sink[64 * 1024];
       for (std::size_t i = 0; i < kPairs; ++i) {
-        ASSERT_EQ(::write(peers[i], "x", 1), 1);
-        while (::read(peers[i], sink, sizeof sink) > 0) {
-        }
+        ASSERT_TRUE(test::send_byte(peers[i], 'x'));
+        test::drain_peer(peers[i]);
       }
       ASSERT_TRUE(done.wait(30s)) << done.left() << " operations never completed";
       for (std::size_t i = 0; i < kPairs; ++i) {
@@ -187,16 +194,16 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
     // carries both sides of every socket.
     {
       Countdown done(2 * kPairs);
+      test::fill_send_buffers(handles);
       for (std::size_t i = 0; i < kPairs; ++i) {
-        fill(static_cast<int>(*Engine::handle(sockets[i])));
         reads[i].prepare(sockets[i], OpKind::receive, done);
         writes[i].prepare(sockets[i], OpKind::send, done);
         reads[i].completions = writes[i].completions = 0;
         reads[i].begin(*engine);
         writes[i].begin(*engine);
       }
-      for (int peer : peers)
-        ::close(peer);
+      for (Handle peer : peers)
+        test::close_peer(peer);
       ASSERT_TRUE(done.wait(30s)) << done.left() << " operations never completed";
       for (std::size_t i = 0; i < kPairs; ++i) {
         EXPECT_EQ(reads[i].completions.load(), 1);
@@ -216,11 +223,15 @@ TEST_P(EngineSeams, ExtremeBatchAndTreeBoundsWithBothSidesReadyAtOnce) {
 // Catches a close() that lands inside io_uring's speculative send being handed back to the
 // poller without a wake: the socket stayed open until some unrelated wake-up.
 TEST_P(EngineSeams, CloseDuringASpeculativeSendClosesTheSocketWithoutAnotherWake) {
+#if defined(_WIN32)
+  GTEST_SKIP() << "io_uring's speculative send, held by interposing send(2) (dlsym RTLD_NEXT): "
+                  "no such interposition on Windows";
+#else
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   auto engine = make(scheduler);
   ASSERT_TRUE(engine);
   int fds[2];
-  ASSERT_EQ(socket_pair(fds), 0);
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, fds), 0);
   auto d = engine->attach(fds[0]);
   ASSERT_TRUE(d);
   Countdown done(1);
@@ -253,6 +264,7 @@ TEST_P(EngineSeams, CloseDuringASpeculativeSendClosesTheSocketWithoutAnotherWake
   ::close(fds[1]);
   engine->stop();
   scheduler.stop();
+#endif
 }
 
 // Catches an operation built for a socket that was then closed running on the next socket given
@@ -261,9 +273,9 @@ TEST_P(EngineSeams, StaleOperationNeverRunsOnTheSocketThatReusedItsDescriptor) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   auto engine = make(scheduler);
   ASSERT_TRUE(engine);
-  int a[2], b[2];
-  ASSERT_EQ(socket_pair(a), 0);
-  ASSERT_EQ(socket_pair(b), 0);
+  Handle a[2], b[2];
+  ASSERT_TRUE(socket_pair(a));
+  ASSERT_TRUE(socket_pair(b));
   auto da = engine->attach(a[0]);
   ASSERT_TRUE(da);
   Countdown stale_done(1);
@@ -275,7 +287,7 @@ TEST_P(EngineSeams, StaleOperationNeverRunsOnTheSocketThatReusedItsDescriptor) {
   ASSERT_TRUE(db);
   ASSERT_EQ(db->descriptor, da->descriptor) << "the pool is LIFO: B must reuse A's descriptor";
   EXPECT_NE(db->generation, da->generation);
-  ASSERT_EQ(::write(b[1], "B", 1), 1);
+  ASSERT_TRUE(test::send_byte(b[1], 'B'));
   stale.begin(*engine);
   const bool finished = stale_done.wait(5s);
   if (!finished) engine->close(*db);  // it sits in B's slot; closing B ends it
@@ -293,8 +305,8 @@ TEST_P(EngineSeams, StaleOperationNeverRunsOnTheSocketThatReusedItsDescriptor) {
   EXPECT_EQ(own.last.load(), 1);
   EXPECT_EQ(own.byte, std::byte{'B'}) << "B's byte is B's";
   engine->close(*db);
-  ::close(a[1]);
-  ::close(b[1]);
+  test::close_peer(a[1]);
+  test::close_peer(b[1]);
   engine->stop();
   scheduler.stop();
 }
@@ -315,7 +327,7 @@ struct AwaitInPlace {
 // Catches the same race through the public API: a TcpStream read built before close() ran on
 // the connection that reused the stream's descriptor.
 TEST_P(EngineSeams, StaleTcpStreamReadIsCancelledInsteadOfReadingTheNextConnection) {
-  auto rt = test::make_runtime(GetParam());
+  auto rt = arbor::test::make_runtime(GetParam());
   ASSERT_TRUE(rt);
   auto listener = TcpListener::bind(*rt, Address::loopback_v4(0));
   ASSERT_TRUE(listener);
@@ -367,7 +379,7 @@ TEST_P(EngineSeams, StaleTcpStreamReadIsCancelledInsteadOfReadingTheNextConnecti
 // so a pair keeps one byte, and one completion, in flight until `stopping`.
 struct Player : Operation {
   Engine* engine = nullptr;
-  int fd = -1;
+  Handle fd = kInvalidHandle;
   std::byte byte{};
   std::atomic<bool>* stopping = nullptr;
   std::atomic<std::uint64_t>* completions = nullptr;
@@ -380,7 +392,7 @@ struct Player : Operation {
         self.finished->count_down();
         return;
       }
-      ::send(self.fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL);
+      test::send_byte_now(self.fd, 'x');
       if (!self.engine->start(self)) return;
       r = self.result;
     }
@@ -404,10 +416,10 @@ TEST_P(EngineSeams, TimerFiresWhileEveryWaitFillsItsBatch) {
     Countdown finished(2 * kPairs);
     std::vector<Player> players(2 * kPairs);
     std::vector<DescriptorRef> sockets;
-    std::vector<int> kick;
+    std::vector<Handle> kick;
     for (std::size_t i = 0; i < kPairs; ++i) {
-      int fds[2];
-      ASSERT_EQ(socket_pair(fds), 0);
+      Handle fds[2];
+      ASSERT_TRUE(socket_pair(fds));
       for (int s = 0; s < 2; ++s) {
         auto d = engine->attach(fds[s]);
         ASSERT_TRUE(d);
@@ -427,8 +439,8 @@ TEST_P(EngineSeams, TimerFiresWhileEveryWaitFillsItsBatch) {
       }
       kick.push_back(fds[0]);
     }
-    for (int fd : kick)
-      ASSERT_EQ(::send(fd, "x", 1, MSG_DONTWAIT | MSG_NOSIGNAL), 1);
+    for (Handle fd : kick)
+      ASSERT_TRUE(test::send_byte_now(fd, 'x'));
     ASSERT_TRUE(eventually([&] { return completions.load() >= 20'000; }, 30s))
         << "the load never got going";
     Timed timer(now_ns() + 10'000'000);
@@ -497,8 +509,8 @@ TEST(EngineTeardown, ABackendThatNeverStopsItsPollersIsStoppedByItsOwner) {
   scheduler.stop();
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, EngineSeams, ::testing::ValuesIn(test::engine_variants()),
-                         test::engine_name);
+INSTANTIATE_TEST_SUITE_P(Engines, EngineSeams, ::testing::ValuesIn(arbor::test::engine_variants()),
+                         arbor::test::engine_name);
 
 }  // namespace
 }  // namespace arbor::io
