@@ -22,8 +22,9 @@ $(addsuffix -test,$(PRESETS)): %-test: deps
 	ctest --preset $*
 
 # Windows: the libraries and examples cross-built with mingw-w64, the tests built for Windows
-# (the IOCP engine's included) run under wine64, then the HTTP end-to-end suite (a Linux test
-# binary) against http_server.exe under wine (docs/platforms.md). The wine prefix lives in
+# (the IOCP engine's included) run under wine64, then the end-to-end suites of the HTTP server
+# and the examples (Linux test binaries) against their .exe under wine (scripts/wine-e2e,
+# docs/platforms.md); a failure in either fails the target. The wine prefix lives in
 # build/wine-prefix; the wineserver that scripts/wine-run keeps warm is stopped at the end, also
 # when a test fails.
 WINE64 ?= /usr/lib/wine/wine64

@@ -14,6 +14,7 @@
 
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <sstream>
@@ -34,7 +35,13 @@ inline std::vector<std::string> wine_examples() {
   std::istringstream in(value);
   for (std::string word; in >> word;)
     words.push_back(word);
-  if (words.size() != 3) words.clear();
+  if (words.size() != 3) {  // never fall back to the Linux builds: that would pass unseen
+    std::fprintf(stderr,
+                 "ARBOR_TEST_WINE_EXAMPLES must be three words (no spaces in the paths): "
+                 "<wine-run> <wine64> <dir>, not \"%s\"\n",
+                 value);
+    std::abort();
+  }
   return words;
 }
 inline bool under_wine() {

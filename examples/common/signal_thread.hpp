@@ -11,7 +11,10 @@
 // The POSIX thread is joined by the destructor, never detached: a detached one could still be
 // inside the callback (in request_stop(), say) when the stop it caused lets main return and
 // destroy the runtime. So it looks at its `done` flag every 100 ms. On Windows the destructor
-// unregisters the handler and waits out a call in progress.
+// unregisters the handler and waits out a call in progress. The console closing is different:
+// Windows ends the process as soon as the handler returns (and at the latest about 5 s after
+// the close), so for that event the handler, once it has called `on_signal`, waits until the
+// SignalThread is destroyed, i.e. until the stop it asked for has run its course.
 #pragma once
 
 #include <atomic>
@@ -50,8 +53,11 @@ class SignalThread {
   }
   ~SignalThread() {
     ::SetConsoleCtrlHandler(&handle, FALSE);
-    std::lock_guard lock(mutex());  // a call in progress ends first
-    current() = nullptr;
+    {
+      std::lock_guard lock(mutex());  // a call in progress ends first
+      current() = nullptr;
+    }
+    ::SetEvent(finished());  // a console close may now end the process
   }
   SignalThread(const SignalThread&) = delete;
   SignalThread& operator=(const SignalThread&) = delete;
@@ -60,11 +66,21 @@ class SignalThread {
   static BOOL WINAPI handle(DWORD event) {
     if (event != CTRL_C_EVENT && event != CTRL_BREAK_EVENT && event != CTRL_CLOSE_EVENT)
       return FALSE;
-    std::lock_guard lock(mutex());
-    SignalThread* self = current();
-    if (self == nullptr) return FALSE;  // the next handler (the default one ends the process)
-    self->on_signal_(++self->received_);
+    {
+      std::lock_guard lock(mutex());
+      SignalThread* self = current();
+      if (self == nullptr) return FALSE;  // the next handler (the default one ends the process)
+      self->on_signal_(++self->received_);
+    }
+    // Returning lets Windows end the process at once on a console close: wait for the end of
+    // the graceful stop first (Windows still cuts it off after about 5 s).
+    if (event == CTRL_CLOSE_EVENT) ::WaitForSingleObject(finished(), INFINITE);
     return TRUE;
+  }
+  // Set by the destructor; never closed (a handler thread may wait on it while the process ends).
+  static HANDLE finished() {
+    static const HANDLE event = ::CreateEventW(nullptr, TRUE, FALSE, nullptr);
+    return event;
   }
   static std::mutex& mutex() {
     static std::mutex m;

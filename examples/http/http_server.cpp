@@ -78,15 +78,17 @@ int main(int argc, char** argv) {
   }
 #if defined(_WIN32)
   // Ctrl-C, Ctrl-Break or the console closing: the console control handler (signal_thread.hpp)
-  // asks the server to stop, as SIGINT does on POSIX.
+  // asks the server to stop, as SIGINT does on POSIX. Registered before the runtime starts, so
+  // that a Ctrl-C meanwhile is remembered (as the POSIX branch's blocked signals are) instead of
+  // reaching the default handler, which ends the process; it goes after the runtime.
+  static ShutdownSwitch shutdown;
+  examples::SignalThread on_signal(examples::block_stop_signals(), [](int) { shutdown.request(); });
   auto rt = arbor::Runtime::create(flags.runtime);
   if (!rt) {
     std::fprintf(stderr, "http_server: cannot start the runtime: %s\n",
                  rt.error().message().c_str());
     return 2;
   }
-  static ShutdownSwitch shutdown;
-  examples::SignalThread on_signal(examples::block_stop_signals(), [](int) { shutdown.request(); });
   return (*rt)->block_on(serve(**rt, flags, shutdown));
 #else
   // The signals are taken by a plain thread with sigwait (not a signal handler), so what they
