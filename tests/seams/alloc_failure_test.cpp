@@ -13,6 +13,7 @@
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
 #include "arbor/io/engine.hpp"
+#include "arbor/sync/futex.hpp"
 
 // GCC sees free() on memory from operator new once the replacements below are inlined; they are
 // a matched pair (malloc/free), which is what replacing both is for.
@@ -70,18 +71,21 @@ class AllocationFailure : public ::testing::TestWithParam<std::string> {
 
   // Holds the only worker until release(), so no delivered event runs (and no pool item comes
   // back) while a test counts allocations.
+  // The word is arbor's futex (WaitOnAddress on Windows), not std::atomic::wait: under mingw's
+  // libstdc++ that lost a notify under wine, and the held worker then never finished (the
+  // test timed out in scheduler_.stop()).
   void hold_worker() {
     blocker_ = std::make_unique<FnItem>([this](sched::Disposition) {
       held_.count_down();
-      for (int v; (v = release_.load()) == 0;)
-        release_.wait(v);
+      while (release_.load() == 0)
+        sync::futex_wait(release_, 0);
     });
     ASSERT_TRUE(scheduler_.submit(*blocker_));
     ASSERT_TRUE(held_.wait(10s));
   }
   void release_worker() {
     release_.store(1);
-    release_.notify_all();
+    sync::futex_wake_all(release_);
   }
 
   // Events that count, per index, how often their handler ran (run or dropped).
@@ -114,7 +118,7 @@ class AllocationFailure : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FnItem> blocker_;
   Countdown held_{1};
-  std::atomic<int> release_{0};
+  sync::FutexWord release_{0};
 };
 
 // Catches a delivery that fails to grow the pool in its second 512-event chunk delivering the
