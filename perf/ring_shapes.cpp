@@ -85,6 +85,7 @@ enum Op : std::uint64_t {
 
 struct Options {
   bool shared = true;
+  bool steal = false;  // --shape per-thread-steal
   int threads = 2;
   int port = 0;
   int busy_us = 0;
@@ -100,6 +101,7 @@ int listener = -1;
 
 struct alignas(8) Conn {
   int fd;
+  int owner = 0;      // per-thread-steal: the index of the ring the connection lives on
   unsigned len = 0;   // bytes received, to echo
   unsigned sent = 0;  // of which sent so far
   // --recv multishot: a connection's CQEs may be run by two threads at once in the shared shape.
@@ -345,19 +347,24 @@ void handle(const Cqe& e, unsigned& count, Buffers& buffers, Emit&& emit, Accept
 }
 
 // Sets `ring` up with the first of `flags` the kernel accepts; returns its name.
-const char* init_ring(io_uring& ring, bool per_thread) {
+// `taskrun_flag` (per-thread-steal) also asks for IORING_SQ_TASKRUN in the SQ ring's flags while
+// deferred completions wait: "is anything pending?" is then one load, no system call.
+const char* init_ring(io_uring& ring, bool per_thread, bool taskrun_flag = false) {
   struct Attempt {
     unsigned flags;
     const char* name;
   };
-  const Attempt per_thread_attempts[] = {{IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
-                                          "single-issuer, deferred task work"},
-                                         {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
-                                         {0, "basic"}};
+  const Attempt per_thread_attempts[] = {
+      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+       "single-issuer, deferred task work, taskrun flag"},
+      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN,
+       "single-issuer, deferred task work"},
+      {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
+      {0, "basic"}};
   const Attempt shared_attempts[] = {{IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
                                      {0, "basic"}};
-  const Attempt* a = per_thread ? per_thread_attempts : shared_attempts;
-  const int n = per_thread ? 3 : 2;
+  const Attempt* a = per_thread ? per_thread_attempts + (taskrun_flag ? 0 : 1) : shared_attempts;
+  const int n = per_thread ? (taskrun_flag ? 4 : 3) : 2;
   int e = 0;
   for (int i = 0; i < n; ++i) {
     io_uring_params p{};
@@ -437,6 +444,228 @@ void run_per_thread(int index, std::latch& ready) {
         handle(e, self.count, self.buffers, emit, accepted);
       }
     }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Per-thread rings with stealing (--shape per-thread-steal): the ring per worker that issue 11's
+// measurements recommend, with the cure they propose for a busy owner. Each thread owns its
+// ring as in per-thread, and additionally:
+//   - what it reaps goes to its run queue; it runs the front, and after every item it looks into
+//     its ring when the kernel says completions wait (IORING_SQ_TASKRUN: one load, no system
+//     call) or other threads left requests for it;
+//   - a thread with nothing to run steals half of another's run queue (from the back) before it
+//     sleeps in its own ring, and an owner that reaps a surplus wakes a sleeping thread with
+//     IORING_OP_MSG_RING to come and steal it;
+//   - a thief runs a connection's CQE where it is (a direct send works from any thread) and sends
+//     what needs the owner's ring (a re-arm, a refused send) to the owner's request queue, with a
+//     MSG_RING wake if the owner sleeps in its ring (a Dekker pair on `sleeping` and `pending`).
+// What this cannot do is reap a busy or preempted owner's ring: with DEFER_TASKRUN its
+// completions exist only after the owner's next io_uring_enter.
+
+struct StealThread {
+  io_uring ring{};
+  Buffers buffers;  // locked: a thief gives buffers back too
+  unsigned count = 0;
+  std::mutex run_lock;
+  std::deque<Cqe> run_queue;   // the owner takes the front, thieves the back half
+  std::atomic<int> queued{0};  // run_queue.size()
+  std::mutex request_lock;
+  std::vector<Req> requests;          // made by other threads for this ring
+  std::atomic<int> pending{0};        // requests.size()
+  std::atomic<bool> sleeping{false};  // the owner waits in io_uring_enter
+};
+std::vector<std::unique_ptr<StealThread>> steal_threads;
+std::atomic<unsigned> next_ring{0};  // new connections go round-robin over the rings
+
+// Stats for a manual check (RING_SHAPES_STATS=1 prints them every second to stderr).
+std::atomic<unsigned long> stat_looks{0}, stat_stolen{0}, stat_wakes{0}, stat_routed{0};
+
+// Sends a MSG_RING CQE to `target`'s ring from `self`'s, which wakes it out of io_uring_enter.
+void wake_ring(StealThread& self, StealThread& target) {
+  io_uring_sqe* sqe = get_sqe(self.ring);
+  io_uring_prep_msg_ring(sqe, target.ring.ring_fd, 0, kWake, 0);
+  io_uring_sqe_set_data64(sqe, kMsgSent);
+  submit_and_wait(self.ring, 0);
+  stat_wakes.fetch_add(1, std::memory_order_relaxed);
+}
+
+// A request goes to the connection's ring: prepared here if it is ours, else queued for the owner.
+void route(int index, const Req& r) {
+  const int owner = r.conn ? r.conn->owner : 0;  // the listener lives on ring 0
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  if (owner == index) {
+    prep(self.ring, r);
+    return;
+  }
+  StealThread& o = *steal_threads[static_cast<std::size_t>(owner)];
+  {
+    std::lock_guard guard(o.request_lock);
+    o.requests.push_back(r);
+  }
+  // seq_cst pairs with the owner's store of `sleeping` then load of `pending` (sleep_in_ring):
+  // either it sees the request or we see it sleeping.
+  o.pending.fetch_add(1, std::memory_order_seq_cst);
+  stat_routed.fetch_add(1, std::memory_order_relaxed);
+  if (o.sleeping.load(std::memory_order_seq_cst) &&
+      o.sleeping.exchange(false, std::memory_order_seq_cst))
+    wake_ring(self, o);
+}
+
+// Owner: prepares what other threads asked for. True if there was anything.
+bool drain_requests(StealThread& self, std::vector<Req>& scratch) {
+  if (self.pending.load(std::memory_order_seq_cst) == 0) return false;
+  {
+    std::lock_guard guard(self.request_lock);
+    scratch.swap(self.requests);
+    self.pending.store(0, std::memory_order_relaxed);
+  }
+  for (const Req& r : scratch)
+    prep(self.ring, r);
+  const bool any = !scratch.empty();
+  scratch.clear();
+  return any;
+}
+
+bool someone_may_steal(int index) {
+  for (std::size_t i = 0; i < steal_threads.size(); ++i)
+    if (static_cast<int>(i) != index &&
+        steal_threads[i]->queued.load(std::memory_order_seq_cst) > 1)
+      return true;
+  return false;
+}
+
+// Owner: moves what its ring completed to its run queue; a surplus wakes a sleeping thread.
+void reap_into(int index) {
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  Cqe cqes[kReap];
+  const unsigned n = reap(self.ring, cqes);
+  unsigned kept = 0;
+  for (unsigned i = 0; i < n; ++i) {
+    const Op op = op_of(cqes[i].data);
+    if (op == kWake) continue;
+    if (op == kMsgSent) {
+      if (cqes[i].res < 0) die("IORING_OP_MSG_RING", -cqes[i].res);
+      continue;
+    }
+    // Counted in CQE order, by the reaper, so a connection outlives every CQE a thief holds.
+    if (options.multishot && (op == kRecv || op == kSend))
+      conn_of(cqes[i].data)->held.fetch_add(1, std::memory_order_relaxed);
+    cqes[kept++] = cqes[i];
+  }
+  if (kept == 0) return;
+  {
+    std::lock_guard guard(self.run_lock);
+    self.run_queue.insert(self.run_queue.end(), cqes, cqes + kept);
+  }
+  const int queued = self.queued.fetch_add(static_cast<int>(kept), std::memory_order_seq_cst) +
+                     static_cast<int>(kept);
+  if (queued < 2) return;  // the owner runs it next: nothing to hand out
+  for (std::size_t i = 0; i < steal_threads.size(); ++i) {
+    StealThread& t = *steal_threads[i];
+    if (static_cast<int>(i) != index && t.sleeping.load(std::memory_order_seq_cst) &&
+        t.sleeping.exchange(false, std::memory_order_seq_cst)) {
+      wake_ring(self, t);
+      return;
+    }
+  }
+}
+
+// Owner, between items: takes what completed if the kernel says anything waits.
+void look(int index, std::vector<Req>& scratch) {
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  const bool asked = drain_requests(self, scratch);
+  const unsigned sq_flags = IO_URING_READ_ONCE(*self.ring.sq.kflags);
+  if (!asked && !(sq_flags & IORING_SQ_TASKRUN) && io_uring_cq_ready(&self.ring) == 0) return;
+  stat_looks.fetch_add(1, std::memory_order_relaxed);
+  for (;;) {
+    const int e = io_uring_submit_and_get_events(&self.ring);
+    if (e >= 0 || e == -EAGAIN || e == -EBUSY) break;
+    if (e != -EINTR) die("io_uring_submit_and_get_events", -e);
+  }
+  reap_into(index);
+}
+
+bool pop_front(StealThread& t, Cqe& out) {
+  if (t.queued.load(std::memory_order_relaxed) == 0) return false;
+  std::lock_guard guard(t.run_lock);
+  if (t.run_queue.empty()) return false;
+  out = t.run_queue.front();
+  t.run_queue.pop_front();
+  t.queued.fetch_sub(1, std::memory_order_relaxed);
+  return true;
+}
+
+// Takes the back half of another thread's run queue (only where two or more wait: the front is
+// its owner's next item) into ours.
+bool steal(int index) {
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  const std::size_t n = steal_threads.size();
+  for (std::size_t k = 1; k < n; ++k) {
+    StealThread& v = *steal_threads[(static_cast<std::size_t>(index) + k) % n];
+    if (v.queued.load(std::memory_order_relaxed) < 2) continue;
+    std::vector<Cqe> taken;
+    {
+      std::lock_guard guard(v.run_lock);
+      const std::size_t take = v.run_queue.size() / 2;
+      if (take == 0) continue;
+      taken.assign(v.run_queue.end() - static_cast<std::ptrdiff_t>(take), v.run_queue.end());
+      v.run_queue.erase(v.run_queue.end() - static_cast<std::ptrdiff_t>(take), v.run_queue.end());
+      v.queued.fetch_sub(static_cast<int>(take), std::memory_order_relaxed);
+    }
+    {
+      std::lock_guard guard(self.run_lock);
+      self.run_queue.insert(self.run_queue.end(), taken.begin(), taken.end());
+    }
+    self.queued.fetch_add(static_cast<int>(taken.size()), std::memory_order_seq_cst);
+    stat_stolen.fetch_add(taken.size(), std::memory_order_relaxed);
+    return true;
+  }
+  return false;
+}
+
+// Owner, with nothing to run or steal: submits and waits in its ring, unless a request or a
+// stealable surplus appeared after it looked (the other half of the Dekker pairs).
+void sleep_in_ring(int index, std::vector<Req>& scratch) {
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  drain_requests(self, scratch);
+  self.sleeping.store(true, std::memory_order_seq_cst);
+  if (self.pending.load(std::memory_order_seq_cst) > 0 || someone_may_steal(index)) {
+    self.sleeping.store(false, std::memory_order_relaxed);
+    return;
+  }
+  submit_and_wait(self.ring, 1);
+  self.sleeping.store(false, std::memory_order_seq_cst);
+  reap_into(index);
+}
+
+void run_stealing(int index, std::latch& ready) {
+  StealThread& self = *steal_threads[static_cast<std::size_t>(index)];
+  const char* mode = init_ring(self.ring, /*per_thread=*/true, /*taskrun_flag=*/true);
+  if (options.multishot) self.buffers.init(self.ring, /*shared_ring=*/true);
+  if (index == 0) std::fprintf(stderr, "ring_shapes: per-thread rings with stealing, %s\n", mode);
+  ready.arrive_and_wait();  // every ring exists before the first request names one
+  std::vector<Req> scratch;
+  auto emit = [&](const Req& r) { route(index, r); };
+  auto accepted = [&](int fd) {
+    Conn* c = new_conn(fd);
+    c->owner = static_cast<int>(next_ring.fetch_add(1, std::memory_order_relaxed) %
+                                static_cast<unsigned>(options.threads));
+    route(index, Req{c, kRecv});
+  };
+  if (index == 0) prep(self.ring, Req{nullptr, kAccept});
+  for (;;) {
+    Cqe item;
+    if (pop_front(self, item)) {
+      Conn* c = op_of(item.data) == kAccept ? nullptr : conn_of(item.data);
+      Buffers& buffers =
+          c ? steal_threads[static_cast<std::size_t>(c->owner)]->buffers : self.buffers;
+      handle(item, self.count, buffers, emit, accepted);
+      look(index, scratch);
+      continue;
+    }
+    if (steal(index)) continue;
+    sleep_in_ring(index, scratch);
   }
 }
 
@@ -659,9 +888,10 @@ int make_listener(int port) {
 }
 
 void usage() {
-  std::fprintf(stderr,
-               "usage: ring_shapes [--shape shared|per-thread] [--threads T] [--port P] "
-               "[--recv single|multishot] [--busy-us N]\n");
+  std::fprintf(
+      stderr,
+      "usage: ring_shapes [--shape shared|per-thread|per-thread-steal] [--threads T] [--port P] "
+      "[--recv single|multishot] [--busy-us N]\n");
   std::exit(2);
 }
 
@@ -672,8 +902,9 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (i + 1 >= argc) usage();
     const std::string v = argv[++i];
-    if (a == "--shape" && (v == "shared" || v == "per-thread")) {
+    if (a == "--shape" && (v == "shared" || v == "per-thread" || v == "per-thread-steal")) {
       options.shared = v == "shared";
+      options.steal = v == "per-thread-steal";
     } else if (a == "--threads") {
       options.threads = std::atoi(v.c_str());
     } else if (a == "--port") {
@@ -701,6 +932,22 @@ int main(int argc, char** argv) {
     shared.pending.store(1);
     for (int i = 0; i < options.threads; ++i)
       threads.emplace_back(run_shared);
+    std::printf("ready %d\n", options.port);
+    std::fflush(stdout);
+  } else if (options.steal) {
+    for (int i = 0; i < options.threads; ++i)
+      steal_threads.push_back(std::make_unique<StealThread>());
+    for (int i = 0; i < options.threads; ++i)
+      threads.emplace_back([i, &ready] { run_stealing(i, ready); });
+    if (std::getenv("RING_SHAPES_STATS"))
+      std::thread([] {
+        for (;;) {
+          std::this_thread::sleep_for(std::chrono::seconds(1));
+          std::fprintf(stderr, "looks %lu stolen %lu wakes %lu routed %lu\n", stat_looks.load(),
+                       stat_stolen.load(), stat_wakes.load(), stat_routed.load());
+        }
+      }).detach();
+    ready.arrive_and_wait();
     std::printf("ready %d\n", options.port);
     std::fflush(stdout);
   } else {
