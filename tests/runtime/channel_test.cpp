@@ -49,6 +49,42 @@ TEST(Channels, ACapacityOfZeroIsRefusedWithAClearError) {
   EXPECT_FALSE(tx.try_send(2));
 }
 
+// A message whose move may throw would let a hand-over under the channel's lock take a waiter
+// off its list and then throw before waking it (a receiver that never wakes). The channels that
+// move messages under their lock refuse such a type when they are made, at compile time.
+struct MoveMayThrow {
+  MoveMayThrow() = default;
+  MoveMayThrow(const MoveMayThrow&) = default;
+  MoveMayThrow(MoveMayThrow&&) noexcept(false) {}
+};
+template <class T>
+concept MakesMpsc = requires {
+  mpsc::channel<T>(1);
+};
+template <class T>
+concept MakesUnboundedMpsc = requires {
+  mpsc::unbounded_channel<T>();
+};
+template <class T>
+concept MakesOneshot = requires {
+  oneshot::channel<T>();
+};
+template <class T>
+concept MakesBroadcast = requires {
+  broadcast::channel<T>(1);
+};
+
+TEST(Channels, AMessageWhoseMoveMayThrowIsRefusedAtCompileTime) {
+  static_assert(!MakesMpsc<MoveMayThrow> && !MakesUnboundedMpsc<MoveMayThrow>);
+  static_assert(!MakesOneshot<MoveMayThrow> && !MakesBroadcast<MoveMayThrow>);
+  // The same channels take ordinary messages, and a throwing-move type wrapped in a pointer.
+  static_assert(MakesMpsc<std::string> && MakesUnboundedMpsc<std::vector<int>>);
+  static_assert(MakesOneshot<std::unique_ptr<MoveMayThrow>> && MakesBroadcast<std::string>);
+  auto [tx, rx] = mpsc::channel<std::unique_ptr<MoveMayThrow>>(1);
+  EXPECT_TRUE(tx.try_send(std::make_unique<MoveMayThrow>()));
+  EXPECT_TRUE(rx.try_recv().has_value());
+}
+
 TEST(MpscBounded, TrySendAndTryRecv) {
   auto [tx, rx] = mpsc::channel<std::string>(2);
   EXPECT_TRUE(is(rx.try_recv().error(), Errc::channel_empty));

@@ -26,9 +26,11 @@
 // Ownership: T must be copyable: each receiver gets its own copy; the ring's copy belongs to
 // the channel. A failed send returns the message in the SendResult. T's copy and move
 // constructors run under the channel's lock and must not use the channel; a send whose copy
-// throws sends nothing and lets the exception through (T's move must not throw).
+// throws sends nothing and lets the exception through. T's move must not throw
+// (ChannelMessage, send_result.hpp, checked when the channel is made).
 #pragma once
 
+#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -238,8 +240,9 @@ class Receiver {
 
 /// A channel whose ring holds the last `capacity` >= 1 messages, and its first receiver. Throws
 /// std::invalid_argument for capacity 0.
-template <class T>
-std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
+template <ChannelMessage T>
+requires std::copy_constructible<T> std::pair<Sender<T>, Receiver<T>> channel(
+    std::size_t capacity) {
   if (capacity == 0) throw std::invalid_argument("arbor::broadcast::channel: capacity 0");
   auto state = std::make_shared<detail::State<T>>(capacity);
   return {Sender<T>(state), Receiver<T>(state, 0)};

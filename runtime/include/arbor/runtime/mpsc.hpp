@@ -32,7 +32,9 @@
 // Ownership: the channel's state is shared by its ends and freed with the last of them. A
 // message belongs to the channel once send succeeds; a failed send returns it to the caller in
 // the SendResult. A message's move constructor and destructor run under the channel's lock and
-// must not use the channel.
+// must not use the channel; the move must not throw (ChannelMessage, send_result.hpp, checked
+// when the channel is made). The unbounded queue's block allocation may throw std::bad_alloc
+// out of send(): the channel is left as it was and the message goes with the exception.
 #pragma once
 
 #include <cstddef>
@@ -56,7 +58,7 @@ struct Node : arbor::detail::Waiter {
   std::optional<T> message;
 };
 
-template <class T, class Queue>
+template <ChannelMessage T, class Queue>
 struct State {
   explicit State(std::size_t capacity) : queue(capacity) {}
 
@@ -315,7 +317,7 @@ class UnboundedSender : public detail::SenderBase<T, arbor::detail::SegmentQueue
 
 /// A bounded channel of `capacity` >= 1 messages (the ring is allocated here, once). Throws
 /// std::invalid_argument for capacity 0 (a channel that could never hold a message).
-template <class T>
+template <ChannelMessage T>
 std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
   if (capacity == 0) throw std::invalid_argument("arbor::mpsc::channel: capacity 0");
   auto state = std::make_shared<detail::State<T, arbor::detail::RingQueue<T>>>(capacity);
@@ -323,7 +325,7 @@ std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
 }
 
 /// An unbounded channel: send never waits (memory is the limit).
-template <class T>
+template <ChannelMessage T>
 std::pair<UnboundedSender<T>, UnboundedReceiver<T>> unbounded_channel() {
   auto state = std::make_shared<detail::State<T, arbor::detail::SegmentQueue<T>>>(0);
   return {UnboundedSender<T>(state), UnboundedReceiver<T>(state)};

@@ -16,7 +16,8 @@
 // handed the value when the cancellation arrives keeps it.
 //
 // Ownership: the state is shared by the two ends and freed with the last. The value belongs to
-// the channel once send succeeds; a failed send returns it in the SendResult.
+// the channel once send succeeds; a failed send returns it in the SendResult. The value's move
+// runs under the channel's lock and must not throw (ChannelMessage, send_result.hpp).
 #pragma once
 
 #include <memory>
@@ -174,7 +175,7 @@ class Receiver {
   std::shared_ptr<State> state_;
 };
 
-template <class T>
+template <ChannelMessage T>
 std::pair<Sender<T>, Receiver<T>> channel() {
   auto state = std::make_shared<detail::State<T>>();
   return {Sender<T>(state), Receiver<T>(state)};

@@ -4,13 +4,22 @@
 // receiver is gone: channel_closed; no room for try_send: channel_full; the task was cancelled
 // while it waited: operation_canceled) the channel never took it: it is returned, unmoved-from,
 // in the result, for the caller to retry, log or drop.
+//
+// ChannelMessage<T>: what a channel that moves messages under its lock (mpsc, oneshot,
+// broadcast) accepts. Its move constructor must not throw: a move that threw half-way through a
+// hand-over would leave a waiter taken off its list and never woken, or a message in neither
+// place. Wrap a type whose move may throw (libstdc++'s std::deque, say) in a std::unique_ptr.
 #pragma once
 
 #include <optional>
 #include <system_error>
+#include <type_traits>
 #include <utility>
 
 namespace arbor {
+
+template <class T>
+concept ChannelMessage = std::is_nothrow_move_constructible_v<T>;
 
 template <class T>
 class [[nodiscard]] SendResult {
