@@ -33,7 +33,7 @@
 // with one message in flight, as echo_load sends, never needs.)
 //
 //   ring_shapes [--shape shared|per-thread] [--threads T] [--port P] [--recv single|multishot]
-//               [--busy-us N]
+//               [--busy-us N] [--look-every N]
 //
 // --busy-us N: every 100th message a thread handles burns N µs of CPU before its reply (an
 // uneven request). Prints "ready <port>" once listening; runs until killed.
@@ -89,6 +89,7 @@ struct Options {
   int threads = 2;
   int port = 0;
   int busy_us = 0;
+  int look_every = 1;      // per-thread-steal: items between two looks into the owner's ring
   bool multishot = false;  // --recv multishot: provided buffers and a direct send
 };
 Options options;
@@ -654,6 +655,7 @@ void run_stealing(int index, std::latch& ready) {
     route(index, Req{c, kRecv});
   };
   if (index == 0) prep(self.ring, Req{nullptr, kAccept});
+  int since_look = 0;
   for (;;) {
     Cqe item;
     if (pop_front(self, item)) {
@@ -661,7 +663,10 @@ void run_stealing(int index, std::latch& ready) {
       Buffers& buffers =
           c ? steal_threads[static_cast<std::size_t>(c->owner)]->buffers : self.buffers;
       handle(item, self.count, buffers, emit, accepted);
-      look(index, scratch);
+      if (++since_look >= options.look_every) {
+        since_look = 0;
+        look(index, scratch);
+      }
       continue;
     }
     if (steal(index)) continue;
@@ -891,7 +896,7 @@ void usage() {
   std::fprintf(
       stderr,
       "usage: ring_shapes [--shape shared|per-thread|per-thread-steal] [--threads T] [--port P] "
-      "[--recv single|multishot] [--busy-us N]\n");
+      "[--recv single|multishot] [--busy-us N] [--look-every N]\n");
   std::exit(2);
 }
 
@@ -911,6 +916,8 @@ int main(int argc, char** argv) {
       options.port = std::atoi(v.c_str());
     } else if (a == "--recv" && (v == "single" || v == "multishot")) {
       options.multishot = v == "multishot";
+    } else if (a == "--look-every" && std::atoi(v.c_str()) >= 1) {
+      options.look_every = std::atoi(v.c_str());
     } else if (a == "--busy-us") {
       options.busy_us = std::atoi(v.c_str());
     } else {
