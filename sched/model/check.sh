@@ -232,10 +232,13 @@ WD_STRAND='long_done'                      # the watchdog: bug 6's item left, wo
 WD_UNCOUNTED='(pending>=0)'
 WD_PHANTOM='(pending<=(((nasleep+'
 WD_CLAIMS='(nclaimed==(pending+inflight))'
-WD_ASLEEP='!(((inp4[0]||inp4[1])||inp4[2]))'
+WD_ASLEEP=' !(((inp4[0]||inp4[1])||inp4[2]))'    # (pan prints two spaces before a '!')
 check pass "drivers, 2 workers, safety" -DWORKERS=2 -- --
 check pass "drivers, 2 workers, progress" -DWORKERS=2 -DSPAWN=0 -DIO_MASK=2 -- -DNP -- -l
-check pass "drivers, 3 workers, IO on w2, safety" -DWORKERS=3 -DIO_MASK=4 -DSPAWN=0 -- --
+check pass "drivers, 3 workers, IO on w2, safety" \
+  -DWORKERS=3 -DIO_MASK=4 -DSPAWN=0 -DPRODUCED=0 -- --
+check pass "drivers, 3 workers, no IO, progress" \
+  -DWORKERS=3 -DIO=0 -DSPAWN=0 -DPRODUCED=0 -- -DNP -- -l
 check pass "drivers, 2 workers, stop(), safety" -DWORKERS=2 -DSTOP -DIO=0 -- --
 check pass "drivers, 2 workers, a reaped item runs long, a spurious wake, safety" \
   -DWORKERS=2 -DNO_LONG_ITEM -DLONG_IO=1 -DSPURIOUS=1 -- --

@@ -100,6 +100,11 @@
  *     (passes: 2 workers 8 million states; 3 workers, no IO or spawn, 52 million). The
  *     ordering that matters is push before P2: PUSH_AFTER_P2 strands an item.
  *
+ *   With both fixes it passes (check.sh, pan -O0): 2 workers 8.5 million states (safety), 1.9
+ *   million (progress, no spawn, IO on w1); 3 workers, IO on w2, no producer or spawn, 11.3
+ *   million (safety); 3 workers, no IO, 4.9 million (progress); stop() 2.7 million; a reaped
+ *   item run long with a spurious wake 4.9 million.
+ *
  * HOW TO RUN: sched/model/check.sh (make model), or
  *   spin -a -DWORKERS=2 worker_drivers.pml && cc -O2 -o pan pan.c && ./pan -m100000
  *   (-DNP to cc and -l to pan for progress; spin -t with the same -D flags replays a trace.)
