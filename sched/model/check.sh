@@ -43,7 +43,7 @@ trap 'rm -rf "$work"' EXIT
 # The interleaving of a counterexample, as the model's step-named printf lines.
 show_trail() {
   spin -t "$@" "$MODEL" 2>&1 | sed -E 's/^ +//; s/ {2,}/ /g' |
-    grep -E '^[wxei][0-9]+ |START OF CYCLE|failed assertion' | tail -n 30 | sed 's/^/    /' ||
+    grep -E '^[wxeis][0-9]+ |START OF CYCLE|failed assertion' | tail -n 30 | sed 's/^/    /' ||
     true
 }
 
@@ -97,6 +97,9 @@ run_check() {
         asleep)
           if [[ $errors == 0 ]] || ! grep -q '^pan:1: assertion violated .*asleep' pan.out
           then ok=0 why="expected the parker asleep with the right free"; fi ;;
+        assert:*)  # a given assertion (its text as pan prints it) must fail
+          if [[ $errors == 0 ]] || ! grep -qF "pan:1: assertion violated ${expect#assert:}" pan.out
+          then ok=0 why="expected the assertion ${expect#assert:} to fail"; fi ;;
       esac
     fi
     why="${why:-$figures}"
@@ -218,6 +221,43 @@ LOOK=(-DWORKERS=3 -DDRIVER -DNO_LONG_ITEM -DPRODUCED=0 -DSPAWN=0 -DIO=2 -DBUSY_S
 check stranded "LOOK, 3 workers, no right_freed recheck: strands a completion" \
   "${LOOK[@]}" -DBUGGY_NO_RIGHT_RECHECK -- --
 check_alone pass "LOOK, 3 workers, long items look first, safety" "${LOOK[@]}" -- -O2 --
+
+# worker_drivers.pml: the parking protocol of the worker-drivers mode (see its top comment).
+# The protocol with the model's two fixes (the claim and its count in one critical section; a
+# parker re-checks stopping after P2) must pass; as first specified it must fail (a claimed
+# worker awake before its wake is counted; an item stranded by it; a worker asleep after
+# stop()); and so must the mutants, each with its own violation.
+MODEL=worker_drivers.pml
+WD_STRAND='long_done'                      # the watchdog: bug 6's item left, workers asleep
+WD_UNCOUNTED='(pending>=0)'
+WD_PHANTOM='(pending<=(((nasleep+'
+WD_CLAIMS='(nclaimed==(pending+inflight))'
+WD_ASLEEP=' !(((inp4[0]||inp4[1])||inp4[2]))'    # (pan prints two spaces before a '!')
+check pass "drivers, 2 workers, safety" -DWORKERS=2 -- --
+check pass "drivers, 2 workers, progress" -DWORKERS=2 -DSPAWN=0 -DIO_MASK=2 -- -DNP -- -l
+check pass "drivers, 3 workers, IO on w2, safety" \
+  -DWORKERS=3 -DIO_MASK=4 -DSPAWN=0 -DPRODUCED=0 -- --
+check pass "drivers, 3 workers, no IO, progress" \
+  -DWORKERS=3 -DIO=0 -DSPAWN=0 -DPRODUCED=0 -- -DNP -- -l
+check pass "drivers, 2 workers, stop(), safety" -DWORKERS=2 -DSTOP -DIO=0 -- --
+check pass "drivers, 2 workers, a reaped item runs long, a spurious wake, safety" \
+  -DWORKERS=2 -DNO_LONG_ITEM -DLONG_IO=1 -DSPURIOUS=1 -- --
+check "assert:$WD_UNCOUNTED" "drivers as specified: finds a claimed worker awake before its count" \
+  -DWORKERS=2 -DSPEC_COUNT_OUTSIDE_LOCK -- --
+check "assert:$WD_STRAND" "drivers as specified, no invariants: finds an item stranded" \
+  -DWORKERS=2 -DSPEC_COUNT_OUTSIDE_LOCK -DNO_INVARIANTS -- --
+check "assert:$WD_ASLEEP" "drivers as specified, stop(): finds a worker asleep after stop()" \
+  -DWORKERS=2 -DSTOP -DSPEC_STOP -- --
+check "assert:$WD_PHANTOM" "drivers, COUNT_THEN_CLAIM: finds a counted wake with nobody" \
+  -DWORKERS=2 -DCOUNT_THEN_CLAIM -- --
+check "assert:$WD_STRAND" "drivers, NO_P2_RECHECK: finds an item stranded" \
+  -DWORKERS=2 -DNO_P2_RECHECK -- --
+check "assert:$WD_STRAND" "drivers, PUSH_AFTER_P2: finds an item stranded" \
+  -DWORKERS=2 -DPUSH_AFTER_P2 -- --
+check "assert:$WD_CLAIMS" "drivers, WITHDRAW_IGNORES_CLAIM: finds a counted wake never taken" \
+  -DWORKERS=2 -DWITHDRAW_IGNORES_CLAIM -- --
+# PUSH_AFTER_P1 is safe: P2 still comes after the push (see the model's top comment).
+check pass "drivers, PUSH_AFTER_P1, 2 workers, no IO: safe" -DWORKERS=2 -DPUSH_AFTER_P1 -DIO=0 -- --
 
 # release_poll_right()'s store under x86-TSO: seq_cst passes, a release store strands the parker.
 MODEL=poll_right_release.pml
