@@ -30,7 +30,6 @@
 // (ChannelMessage, send_result.hpp, checked when the channel is made).
 #pragma once
 
-#include <concepts>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -241,8 +240,7 @@ class Receiver {
 /// A channel whose ring holds the last `capacity` >= 1 messages, and its first receiver. Throws
 /// std::invalid_argument for capacity 0.
 template <ChannelMessage T>
-requires std::copy_constructible<T> std::pair<Sender<T>, Receiver<T>> channel(
-    std::size_t capacity) {
+std::pair<Sender<T>, Receiver<T>> channel(std::size_t capacity) {
   if (capacity == 0) throw std::invalid_argument("arbor::broadcast::channel: capacity 0");
   auto state = std::make_shared<detail::State<T>>(capacity);
   return {Sender<T>(state), Receiver<T>(state, 0)};
