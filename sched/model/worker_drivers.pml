@@ -1,5 +1,5 @@
 /*
- * worker_drivers.pml: the parking protocol of the "worker drivers" mode (sched/src/worker_parking.cpp).
+ * worker_drivers.pml: the parking protocol of per-worker parking (sched/src/worker_parking.cpp).
  * Conventions as in park_notify.pml (step names, ghost state, the three properties).
  *
  * WHAT IS MODELLED. Every worker owns a parker (its driver: its io_uring ring, or a futex for a
