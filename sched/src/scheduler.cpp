@@ -64,23 +64,11 @@
 #include "cycle_clock.hpp"
 #include "global_batch.hpp"
 #include "tail_history.hpp"
+#include "worker.hpp"
 
 namespace arbor::sched {
-namespace {
 
-constexpr std::uint32_t kSearchingOne = 1;
-constexpr std::uint32_t kUnparkedOne = 1u << 16;
-constexpr std::uint32_t kDriverAsleep = 1u << 31;
-constexpr std::uint32_t searching_of(std::uint32_t s) noexcept {
-  return s & 0xffffu;
-}
-constexpr std::uint32_t unparked_of(std::uint32_t s) noexcept {
-  return (s >> 16) & 0x7fffu;
-}
-constexpr bool driver_asleep(std::uint32_t s) noexcept {
-  return (s & kDriverAsleep) != 0;
-}
-
+namespace detail {
 std::atomic<void (*)()> inside_park_hook{nullptr};
 std::atomic<void (*)()> tail_clock_start_hook{nullptr};
 std::atomic<void (*)()> before_park_count_hook{nullptr};
@@ -88,6 +76,23 @@ std::atomic<void (*)()> before_park_sleep_hook{nullptr};
 std::atomic<void (*)()> release_unwoken_hook{nullptr};
 std::atomic<void (*)()> release_woke_hook{nullptr};
 std::atomic<void (*)()> after_park_wake_hook{nullptr};
+}  // namespace detail
+
+namespace {
+
+using detail::after_park_wake_hook;
+using detail::before_park_count_hook;
+using detail::before_park_sleep_hook;
+using detail::driver_asleep;
+using detail::inside_park_hook;
+using detail::kDriverAsleep;
+using detail::kSearchingOne;
+using detail::kUnparkedOne;
+using detail::release_unwoken_hook;
+using detail::release_woke_hook;
+using detail::searching_of;
+using detail::tail_clock_start_hook;
+using detail::unparked_of;
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
 // chain of local items cannot starve what was queued globally (the figure Tokio uses).
@@ -111,45 +116,6 @@ std::uint64_t items_taken(const LocalQueue& own, const GlobalQueue& global, bool
 }
 
 }  // namespace
-
-struct Scheduler::Worker {
-  Worker(Scheduler& s, std::size_t i, std::size_t capacity, sync::SpinConfig spin,
-         std::size_t slots)
-      : owner(s),
-        queue(capacity),
-        spinner(spin),
-        rng(static_cast<std::uint32_t>(0x9e3779b9u * (i + 1))),
-        seen_oldest(slots, -1) {}
-
-  Scheduler& owner;
-  LocalQueue queue;
-  detail::CounterBlock counters;
-  sync::AdaptiveSpinner spinner;
-  sync::FastRandom rng;
-  std::uint32_t tick = 0;
-  std::uint32_t since_poll = 0;  // items run since this worker last looked into the driver
-  bool searching = false;        // mirrors this worker's share of idle_state_'s searching count
-
-  // Wake deferral (see submit()): the item being run, whether it left a wake decision for its
-  // end, whether (and since when) its tail is being timed, and what recent items did.
-  WorkItem* running = nullptr;
-  bool notify_deferred = false;
-  bool first_woken = false;  // the running item's first queued item notified at once
-  int blocking = 0;  // BlockingRegions open on this worker: it runs nothing queued until they end
-  bool timing_tail = false;
-  bool tail_local = false;       // the timed item's first queued item went to `queue`
-  std::uint64_t tail_taken = 0;  // items_taken() of that queue just before it went in
-  std::uint32_t samples = 0;
-  std::uint64_t queued_at = 0;
-  detail::TailHistory tails;
-
-  // What this worker saw at its previous probe while searching (see steal_work()).
-  std::uint64_t seen_global_pops = UINT64_MAX;
-  std::vector<std::int64_t> seen_oldest;  // per victim slot
-  std::int64_t seen_own_oldest = -1;      // at the previous fairness check (see find_work())
-
-  std::thread thread;
-};
 
 void test_hooks::set_inside_park(void (*hook)()) noexcept {
   inside_park_hook.store(hook, std::memory_order_relaxed);
@@ -216,11 +182,13 @@ Scheduler::Scheduler(SchedulerOptions options)
       cpus_(sync::available_cpus()),
       short_local_ticks_(detail::ticks_per_microsecond()),
       short_global_ticks_(detail::ticks_per_microsecond() / 2),
-      idle_state_(static_cast<std::uint32_t>(workers_) * kUnparkedOne) {
+      idle_state_(static_cast<std::uint32_t>(workers_) * kUnparkedOne),
+      per_worker_(options.per_worker_parking) {
   if (options.local_queue_capacity == 0 || options.local_queue_capacity > (1u << 20))
     throw std::invalid_argument(
         "arbor::sched::Scheduler: local_queue_capacity must be in 1..1048576");
   slots_.reserve(static_cast<std::size_t>(max_workers_));
+  sleeper_stack_.reserve(static_cast<std::size_t>(max_workers_));  // never grows after this
   for (int i = 0; i < max_workers_; ++i)
     slots_.push_back(std::make_unique<Worker>(*this, static_cast<std::size_t>(i),
                                               options.local_queue_capacity, spin_config_,
@@ -375,6 +343,7 @@ bool Scheduler::notify_parked(bool* woke, bool handover) noexcept {
   // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
   std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  if (per_worker_) return wake_from_stack(s, woke);
   bool to_driver = false;
   for (;;) {                                        // S3
     if (handover && driver_asleep(s)) return true;  // someone took the right: it is in the kernel
@@ -506,6 +475,10 @@ bool Scheduler::anything_queued() const noexcept {
 }
 
 void Scheduler::park(Worker& w) noexcept {
+  if (per_worker_) {
+    park_own(w);
+    return;
+  }
   // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
   // and says so in the same step that counts it asleep, so a waker always knows where it is.
   // The driver we hold the right to, if we got it; only this pointer is used afterwards, since
@@ -709,6 +682,7 @@ bool Scheduler::poll_without_waiting(Worker& w, bool inside_item) noexcept {
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
   if (w == nullptr || &w->owner != this) return false;
+  if (per_worker_) return look_into_own_driver(*w, /*inside_item=*/true);
   return poll_without_waiting(*w, /*inside_item=*/true);
 }
 
@@ -721,6 +695,7 @@ void Scheduler::unpark_driver() noexcept {
 }
 
 bool Scheduler::attach_driver(Driver& driver) noexcept {
+  if (per_worker_) return false;  // every worker parks in its own (attach_worker_drivers())
   Driver* expected = nullptr;
   if (!driver_.compare_exchange_strong(expected, &driver, std::memory_order_seq_cst)) return false;
   // Workers asleep on the semaphore do not look at the driver until they park again; if all
@@ -750,9 +725,12 @@ void Scheduler::detach_driver() noexcept {
 void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
   while (!stopping_.load(std::memory_order_relaxed)) {
+    if (per_worker_) sync_own_driver(w);  // an attach or detach since the last pass
     WorkItem* item = find_work(w);
     // Out of work: what the kernel has ready is the next work, before spinning for others'.
-    if (item == nullptr && poll_without_waiting(w, /*inside_item=*/false)) item = find_work(w);
+    if (item == nullptr && (per_worker_ ? look_into_own_driver(w, /*inside_item=*/false)
+                                        : poll_without_waiting(w, /*inside_item=*/false)))
+      item = find_work(w);
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
       park(w);
@@ -780,8 +758,15 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    if (++w.since_poll >= kPollInterval) poll_without_waiting(w, /*inside_item=*/false);
+    if (++w.since_poll >= kPollInterval) {
+      if (per_worker_) {
+        look_into_own_driver(w, /*inside_item=*/false);
+      } else {
+        poll_without_waiting(w, /*inside_item=*/false);
+      }
+    }
   }
+  if (per_worker_) close_own_driver(w);  // on this thread, as its open() was
   this_worker() = nullptr;
 }
 
@@ -859,6 +844,8 @@ std::uint64_t Scheduler::stop() noexcept {
   const int started = started_.load(std::memory_order_acquire);
   sleepers_.release(static_cast<std::uint32_t>(started));
   unpark_driver();  // a worker waiting in the driver has no deadline of ours
+  // Per-worker parking: a worker that parks after this pass sees stopping_ (park_own()).
+  if (per_worker_) claim_all_sleepers();
   for (int i = 0; i < started; ++i) {
     auto& t = slots_[static_cast<std::size_t>(i)]->thread;
     if (t.joinable()) t.join();

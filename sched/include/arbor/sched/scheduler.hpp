@@ -31,6 +31,7 @@
 #include "arbor/sched/driver.hpp"
 #include "arbor/sched/global_queue.hpp"
 #include "arbor/sched/work_item.hpp"
+#include "arbor/sched/worker_driver.hpp"
 #include "arbor/sync/lifo_semaphore.hpp"
 #include "arbor/sync/spin.hpp"
 
@@ -45,6 +46,11 @@ struct SchedulerOptions {
   std::size_t local_queue_capacity = 256;
   /// Spin policy; default: from ARBOR_SPIN (adaptive when unset).
   std::optional<sync::SpinConfig> spin;
+  /// Every worker parks in a parker of its own (its WorkerDriver, worker_driver.hpp, once
+  /// attached; a futex until then) instead of the shared LIFO semaphore and one Driver. For an
+  /// engine with a ring per worker. attach_driver() is refused with it, and
+  /// attach_worker_drivers() without it.
+  bool per_worker_parking = false;
 };
 
 class Scheduler {
@@ -102,7 +108,20 @@ class Scheduler {
   /// On a worker of this scheduler while nobody holds the poll right: looks into the driver
   /// without waiting and dispatches what it found. False if it did not (not a worker, no
   /// driver, or the right is taken). For an engine that wants its queued submissions made now.
+  /// With per_worker_parking: looks into the calling worker's own driver, if it has one.
   bool poll_driver() noexcept;
+
+  /// With per_worker_parking: each worker opens its driver from `drivers` on its own thread at
+  /// its next pass through its loop (sleepers are woken for it) and from then on parks in it,
+  /// looks into it between items while busy, and is woken in it. `drivers` must stay valid
+  /// until detach_worker_drivers() returns. False (nothing changed) without per_worker_parking
+  /// or if drivers are attached already.
+  [[nodiscard]] bool attach_worker_drivers(WorkerDrivers& drivers) noexcept;
+  /// Stops using the worker drivers: returns once every worker has closed its driver on its own
+  /// thread (a worker running an item closes it after that item; sleepers are woken for it).
+  /// Never from a worker (aborts).
+  void detach_worker_drivers() noexcept;
+  bool per_worker_parking() const noexcept { return per_worker_; }
 
   /// The scheduler whose worker is the calling thread, or nullptr.
   static Scheduler* current() noexcept;
@@ -136,6 +155,17 @@ class Scheduler {
   void leave_driver(Worker& w) noexcept;
   void dispatch(Worker& w, Driver& driver) noexcept;
   void unpark_driver() noexcept;
+  // Per-worker parking (worker_parking.cpp).
+  void park_own(Worker& w) noexcept;
+  bool wake_from_stack(std::uint32_t s, bool* woke) noexcept;
+  void claim_all_sleepers() noexcept;
+  void unpark_claimed(Worker& v) noexcept;
+  void withdraw(Worker& w) noexcept;
+  void count_in(Worker& w, bool may_search) noexcept;
+  bool look_into_own_driver(Worker& w, bool inside_item) noexcept;
+  void dispatch_own(Worker& w, bool inside_item) noexcept;
+  void sync_own_driver(Worker& w) noexcept;
+  void close_own_driver(Worker& w) noexcept;
   void enter_blocking() noexcept;
   void leave_blocking() noexcept;
   detail::CounterBlock& counter_block() noexcept;
@@ -175,6 +205,19 @@ class Scheduler {
   alignas(64) std::atomic<Driver*> driver_{nullptr};
   std::atomic<bool> poll_right_{false};
   std::atomic<int> unparkers_{0};
+
+  // Per-worker parking: the sleepers, newest on top, and each worker's Worker::sleep, under
+  // sleepers_mutex_ (taken to park, to withdraw and to wake: never on a path that finds work);
+  // the attached worker drivers and an epoch bumped by every attach and detach, which workers
+  // compare with their own to know when to open or close theirs; drivers open now, for
+  // detach_worker_drivers() to wait for.
+  const bool per_worker_;
+  std::mutex sleepers_mutex_;
+  std::vector<Worker*> sleeper_stack_;
+  std::mutex attach_mutex_;  // one attach or detach at a time
+  std::atomic<WorkerDrivers*> worker_drivers_{nullptr};
+  std::atomic<std::uint64_t> drivers_epoch_{0};
+  std::atomic<int> open_drivers_{0};
 };
 
 }  // namespace arbor::sched

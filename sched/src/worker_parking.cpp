@@ -1,0 +1,270 @@
+// Per-worker parking: how the workers of a `per_worker_parking` scheduler sleep and are woken,
+// each in a parker of its own (its WorkerDriver, e.g. its io_uring ring, or its ThreadBlocker),
+// instead of on the shared LifoSemaphore with one worker at a time in the one Driver.
+//
+// The counts in idle_state_ and their rules (S2/S3, P1/P2/P3, T1/T2) are scheduler.cpp's, kept
+// unchanged; what changes is where sleepers are and how one is picked. The sleepers sit on a
+// stack, newest on top (the warmest core, as the LIFO semaphore picks), and each worker's
+// Worker::sleep says AWAKE, ASLEEP (on the stack) or CLAIMED (popped by a waker), all under
+// sleepers_mutex_. The steps, as sched/model/worker_drivers.pml names them (`make model` checks
+// the interleavings for 2 and 3 workers, with IO, a long item, spawns and stop()):
+//   park:     R0 push ourselves, ASLEEP; P1 count ourselves out; P2 fence, re-check stopping,
+//             the drivers' epoch and every queue; P3 anything queued and nobody covering it:
+//             WITHDRAW; P4 wait in our parker.
+//   wake:     S2 fence + load and S3's rule as in scheduler.cpp; S4 under the mutex: pop the
+//             top sleeper, CLAIMED, count the wake (unparked + searching), unpark it.
+//   WITHDRAW: under the mutex, CLAIMED: the waker counted us, we are a searcher; else off the
+//             stack, AWAKE, and count ourselves back in.
+// Why these orders (each a bug the model found when broken): the count of a claim is made
+// under the same lock as the claim, so a claimed worker that wakes for its own IO never runs
+// uncounted and takes `searching` below 0; the push comes before P2, so a submitter that saw
+// our P1 count and found the stack empty pushed its item before our P2 re-check; and stop()
+// claims the stack once, so a worker parking after that pass must see stopping_ at P2 (the
+// mutex orders its push after the pass).
+//
+// One deliberate difference from the shared driver: a worker woken by its own IO (not
+// claimed) counts itself back in as running, not searching. In the shared mode the reaper is
+// the only one watching the kernel and must hand that over (its T2 wake); here every sleeper
+// watches its own parker, so that wake would only cost a sleeper a futile trip, on every
+// completion. What it reaped is covered as any running worker's queued work is: the first tree
+// is its own next item, and dispatch() wakes a helper for a surplus
+// (SchedulerWorkerDrivers.AWakeForOwnIoWakesNobodyElse).
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "arbor/sched/scheduler.hpp"
+#include "worker.hpp"
+
+namespace arbor::sched {
+
+using detail::kSearchingOne;
+using detail::kUnparkedOne;
+using detail::searching_of;
+using detail::unparked_of;
+
+void Scheduler::park_own(Worker& w) noexcept {
+  sync_own_driver(w);  // never sleep in a driver that is being detached
+  if (auto* hook = detail::before_park_count_hook.load(std::memory_order_relaxed)) hook();
+  {
+    std::lock_guard lock(sleepers_mutex_);  // R0
+    sleeper_stack_.push_back(&w);           // reserved for every worker: never allocates
+    w.sleep = Worker::Sleep::asleep;
+  }
+  const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
+  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
+  w.searching = false;
+  if (auto* hook = detail::inside_park_hook.load(std::memory_order_relaxed)) hook();
+  // P2. Pairs with the fence in notify_parked() (S2), as in scheduler.cpp's park().
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (stopping_.load(std::memory_order_relaxed) ||
+      drivers_epoch_.load(std::memory_order_relaxed) != w.drivers_epoch) {
+    withdraw(w);  // stop() or a detach claimed the stack before our push: see it ourselves
+    return;
+  }
+  if (anything_queued()) {
+    // P3: covered if someone searches or enough are awake (a wake counted for us then, if
+    // any, ends our wait at once); otherwise the work is ours to find.
+    const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+    if (searching_of(s) == 0 &&
+        static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) < workers_) {
+      withdraw(w);
+      return;
+    }
+  }
+  bool reaped = false;
+  for (;;) {  // P4
+    if (w.own_driver != nullptr) {
+      w.counters.bump(detail::CounterBlock::driver_waits);
+      reaped = w.own_driver->wait(-1);
+    } else {
+      w.counters.bump(detail::CounterBlock::parks);
+      if (auto* hook = detail::before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
+      w.blocker.wait();
+      if (auto* hook = detail::after_park_wake_hook.load(std::memory_order_relaxed)) hook();
+    }
+    std::unique_lock lock(sleepers_mutex_);
+    if (w.sleep == Worker::Sleep::claimed) {
+      w.sleep = Worker::Sleep::awake;  // our waker counted us in, as a searcher (S4)
+      lock.unlock();
+      w.searching = true;
+      break;
+    }
+    const bool leave = reaped || stopping_.load(std::memory_order_relaxed) ||
+                       drivers_epoch_.load(std::memory_order_relaxed) != w.drivers_epoch;
+    if (!leave) continue;  // a stale unpark, or IO not finished: still asleep, counted so
+    sleeper_stack_.erase(std::find(sleeper_stack_.begin(), sleeper_stack_.end(), &w));
+    w.sleep = Worker::Sleep::awake;
+    lock.unlock();
+    count_in(w, /*may_search=*/!reaped);  // woken by our own IO: running, see the top
+    break;
+  }
+  if (reaped) dispatch_own(w, /*inside_item=*/false);
+}
+
+void Scheduler::withdraw(Worker& w) noexcept {
+  {
+    std::lock_guard lock(sleepers_mutex_);
+    if (w.sleep == Worker::Sleep::claimed) {
+      // A waker popped and counted us between R0 and now; its unpark stays in our parker and
+      // ends our next wait at once, which finds nothing and waits again.
+      w.sleep = Worker::Sleep::awake;
+      w.searching = true;
+      return;
+    }
+    sleeper_stack_.erase(std::find(sleeper_stack_.begin(), sleeper_stack_.end(), &w));
+    w.sleep = Worker::Sleep::awake;
+  }
+  count_in(w, /*may_search=*/true);
+}
+
+void Scheduler::count_in(Worker& w, bool may_search) noexcept {
+  // As a searcher only if nobody searches (T1 always allows one), as a woken sleeper is
+  // counted: then a notify that saw us as a searcher has us to cover its work.
+  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  bool search = false;
+  do {
+    search = may_search && searching_of(s) == 0;
+  } while (!idle_state_.compare_exchange_weak(s, s + kUnparkedOne + (search ? kSearchingOne : 0),
+                                              std::memory_order_seq_cst,
+                                              std::memory_order_relaxed));
+  w.searching = search;
+}
+
+bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
+  // S3, as in notify_parked(): nobody is woken while someone searches or enough are awake.
+  if (searching_of(s) != 0) return true;
+  if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+    return true;
+  Worker* futex_sleeper = nullptr;
+  {
+    std::lock_guard lock(sleepers_mutex_);  // S4
+    if (sleeper_stack_.empty()) return false;
+    Worker& v = *sleeper_stack_.back();
+    sleeper_stack_.pop_back();
+    v.sleep = Worker::Sleep::claimed;
+    // Counted inside the critical section that claims it: a claim is never seen uncounted.
+    idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    if (v.own_driver != nullptr) {
+      v.own_driver->unpark();  // under the lock: v cannot close its driver before this ends
+    } else {
+      futex_sleeper = &v;  // a ThreadBlocker lives as long as the scheduler: wake it unlocked
+    }
+  }
+  if (futex_sleeper != nullptr) futex_sleeper->blocker.wake();
+  counter_block().add(detail::CounterBlock::wakes);
+  if (woke != nullptr) *woke = true;
+  return true;
+}
+
+void Scheduler::claim_all_sleepers() noexcept {
+  std::lock_guard lock(sleepers_mutex_);
+  while (!sleeper_stack_.empty()) {
+    Worker& v = *sleeper_stack_.back();
+    sleeper_stack_.pop_back();
+    v.sleep = Worker::Sleep::claimed;
+    idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    unpark_claimed(v);
+  }
+}
+
+void Scheduler::unpark_claimed(Worker& v) noexcept {
+  if (v.own_driver != nullptr) {
+    v.own_driver->unpark();
+  } else {
+    v.blocker.wake();
+  }
+}
+
+bool Scheduler::look_into_own_driver(Worker& w, bool inside_item) noexcept {
+  w.since_poll = 0;
+  WorkerDriver* driver = w.own_driver;
+  // pending() is a load or two: the common "nothing there" costs no system call.
+  if (driver == nullptr || !driver->pending()) return false;
+  w.counters.bump(detail::CounterBlock::driver_polls);
+  if (!driver->wait(0)) return false;
+  dispatch_own(w, inside_item);
+  return true;
+}
+
+void Scheduler::dispatch_own(Worker& w, bool inside_item) noexcept {
+  if (inside_item) {
+    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
+    // item's own wake decision (settled at its end) covers it.
+    w.own_driver->dispatch();
+    return;
+  }
+  // Outside any item, as scheduler.cpp's dispatch(): we run the first tree next, so a wake is
+  // owed only for a surplus.
+  w.running = nullptr;
+  w.notify_deferred = false;
+  w.first_woken = false;
+  w.own_driver->dispatch();
+  if (w.notify_deferred) {
+    w.notify_deferred = false;
+    if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
+  }
+  w.since_poll = 0;
+}
+
+void Scheduler::sync_own_driver(Worker& w) noexcept {
+  // Acquire: an attach stores worker_drivers_ before it bumps the epoch.
+  const std::uint64_t epoch = drivers_epoch_.load(std::memory_order_acquire);
+  if (epoch == w.drivers_epoch) return;
+  close_own_driver(w);
+  w.drivers_epoch = epoch;
+  // Counted before the pointer is read, both seq_cst: detach_worker_drivers() clears the
+  // pointer and then waits for the count, so either it waits for us or we see no drivers.
+  open_drivers_.fetch_add(1, std::memory_order_seq_cst);
+  WorkerDrivers* drivers = worker_drivers_.load(std::memory_order_seq_cst);
+  WorkerDriver* driver = drivers != nullptr ? drivers->open(w.index) : nullptr;
+  if (driver == nullptr) {
+    if (open_drivers_.fetch_sub(1, std::memory_order_release) == 1) open_drivers_.notify_all();
+    return;
+  }
+  w.own_driver = driver;
+  w.own_drivers = drivers;
+}
+
+void Scheduler::close_own_driver(Worker& w) noexcept {
+  if (w.own_driver == nullptr) return;
+  // We are awake, so off the sleeper stack: no waker reaches own_driver any more (they do only
+  // through the stack, under the mutex our last wake or withdrawal took).
+  w.own_drivers->close(w.index, *w.own_driver);
+  w.own_driver = nullptr;
+  w.own_drivers = nullptr;
+  // Release: our last use of the driver comes before detach_worker_drivers()'s return.
+  if (open_drivers_.fetch_sub(1, std::memory_order_release) == 1) open_drivers_.notify_all();
+}
+
+bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
+  if (!per_worker_) return false;
+  std::lock_guard guard(attach_mutex_);
+  if (worker_drivers_.load(std::memory_order_relaxed) != nullptr) return false;
+  worker_drivers_.store(&drivers, std::memory_order_seq_cst);
+  drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
+  // Awake workers open theirs at their next pass; sleepers are woken for it. One that parks
+  // after this pass sees the new epoch at its P2 (the mutex orders it) and withdraws.
+  claim_all_sleepers();
+  return true;
+}
+
+void Scheduler::detach_worker_drivers() noexcept {
+  if (current() == this) {
+    std::fputs("arbor::sched::Scheduler::detach_worker_drivers() called from one of its workers\n",
+               stderr);
+    std::abort();
+  }
+  std::lock_guard guard(attach_mutex_);
+  if (worker_drivers_.exchange(nullptr, std::memory_order_seq_cst) == nullptr) return;
+  drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
+  claim_all_sleepers();  // as in attach: each closes its driver on its own thread
+  // Acquire pairs with close_own_driver()'s release: their last uses come before our return.
+  for (int open = open_drivers_.load(std::memory_order_acquire); open != 0;
+       open = open_drivers_.load(std::memory_order_acquire))
+    open_drivers_.wait(open, std::memory_order_acquire);
+}
+
+}  // namespace arbor::sched
