@@ -36,15 +36,6 @@ class ErrorCategory final : public std::error_category {
   }
 };
 
-// IoMode::rings has every worker park in its own ring: the scheduler must be built for it.
-// A template until the scheduler's per_worker_parking lands (then a plain assignment).
-template <class Options>
-void park_per_worker_for(const io::EngineOptions& engine, Options& scheduler) {
-  if constexpr (requires { scheduler.per_worker_parking; }) {
-    if (engine.io_mode == io::IoMode::rings) scheduler.per_worker_parking = true;
-  }
-}
-
 RuntimeOptions options_or_throw() {
   auto options = RuntimeOptions::from_env();
   if (!options) throw std::system_error(options.error(), "arbor: invalid ARBOR_* environment");
@@ -80,7 +71,8 @@ Runtime::Runtime() : Runtime(options_or_throw()) {}
 
 Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
   io::ignore_sigpipe();
-  park_per_worker_for(options_.engine, options_.scheduler);
+  // IoMode::rings has every worker park in its own ring: the scheduler is built for it.
+  if (options_.engine.io_mode == io::IoMode::rings) options_.scheduler.per_worker_parking = true;
   scheduler_ = std::make_unique<sched::Scheduler>(options_.scheduler);
   auto engine = io::Engine::create(*scheduler_, options_.engine);
   if (!engine) {

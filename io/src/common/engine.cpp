@@ -224,27 +224,8 @@ std::string describe_polling(const EngineOptions& options) {
   return std::to_string(options.pollers) + " poller thread(s)";
 }
 
-namespace {
-
-// The scheduler's half of rings mode (attach_worker_drivers(), detach_worker_drivers()) is
-// written in parallel with this one; until it is there, a scheduler without it refuses the
-// mode like one built without per_worker_parking. Templates, so the test compiles either way.
-template <class S>
-bool attach_to(S& scheduler, sched::WorkerDrivers& drivers) noexcept {
-  if constexpr (requires { scheduler.attach_worker_drivers(drivers); })
-    return scheduler.attach_worker_drivers(drivers);
-  else
-    return false;
-}
-template <class S>
-void detach_from(S& scheduler) noexcept {
-  if constexpr (requires { scheduler.detach_worker_drivers(); }) scheduler.detach_worker_drivers();
-}
-
-}  // namespace
-
 bool Engine::attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept {
-  return attach_to(scheduler_, drivers);
+  return scheduler_.attach_worker_drivers(drivers);
 }
 
 std::error_code Engine::start_polling() noexcept {
@@ -301,7 +282,7 @@ void Engine::stop() noexcept {
   if (options_.io_mode == IoMode::rings) {
     // Returns once every worker has closed its ring (drained on its own thread); the backend
     // then finishes what was queued for rings that were never opened.
-    if (worker_drivers_attached_) detach_from(scheduler_);
+    if (worker_drivers_attached_) scheduler_.detach_worker_drivers();
     on_drivers_detached();
     return;
   }

@@ -10,7 +10,8 @@
 // (sched/event_tree.hpp). Who waits depends on the io mode: by default the scheduler's workers
 // (the engine is the scheduler's Driver, sched/driver.hpp: a worker with nothing to run waits
 // in the kernel and runs the first tree it reaps itself), or dedicated poller threads that hand
-// every batch to the workers. Timers live here too: whoever waits on the first epoll set or
+// every batch to the workers, or (io_uring only) a ring per worker, each worker parked in its
+// own (the engine is the scheduler's WorkerDrivers, sched/worker_driver.hpp). Timers live here too: whoever waits on the first epoll set or
 // ring sleeps until the earliest deadline and adds the expired timers to every batch.
 //
 // Per socket, at most one read-side operation (receive, accept, receive_from) and one
