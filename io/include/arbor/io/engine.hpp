@@ -11,8 +11,10 @@
 // (the engine is the scheduler's Driver, sched/driver.hpp: a worker with nothing to run waits
 // in the kernel and runs the first tree it reaps itself), or dedicated poller threads that hand
 // every batch to the workers, or (io_uring only) a ring per worker, each worker parked in its
-// own (the engine is the scheduler's WorkerDrivers, sched/worker_driver.hpp). Timers live here too: whoever waits on the first epoll set or
-// ring sleeps until the earliest deadline and adds the expired timers to every batch.
+// own (the engine is the scheduler's WorkerDrivers, sched/worker_driver.hpp). Timers live
+// here too: whoever waits on the first epoll set or ring sleeps until the earliest deadline
+// and adds the expired timers to every batch (with a ring per worker: one sleeping ring, the
+// holder of the timer watch, io/src/common/timer_watch.hpp).
 //
 // Per socket, at most one read-side operation (receive, accept, receive_from) and one
 // write-side operation (send, send_vectored, connect, send_to) may be pending at a time; a
