@@ -541,8 +541,10 @@ void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
   if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
   io_uring_submit(&r.ring);          // every SQE naming fd reaches the kernel before close(2)
   close_handle(fd);
-  descriptors_.fetch_sub(1, std::memory_order_relaxed);
   if (release) pool_.release(&d);
+  // Counted after the release: once counters() shows the socket gone, its descriptor (if it
+  // was idle) is free for the next attach, which tests that reuse it rely on.
+  descriptors_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void UringEngine::complete(const sched::Event& event, sched::Disposition) noexcept {

@@ -267,6 +267,8 @@ class WorkerRing final : public sched::WorkerDriver {
   std::vector<sched::Event> events_;  // K IO events and up to K timers
   std::vector<Timer*> fired_;         // scratch for the timers
   std::size_t reaped_ = 0;            // events_[0, reaped_) wait for dispatch()
+  bool in_hand_ = false;              // counted in rings_in_hand_ (a paused clock only)
+  void leave_hand() noexcept;
 };
 
 // Rings mode: the scheduler's factory of WorkerRings, a ring per worker (uring_rings.cpp).
@@ -418,6 +420,8 @@ class UringEngine final : public Engine {
   std::vector<std::unique_ptr<WorkerRing>> worker_ring_drivers_;  // rings mode, per ring
   WorkerRings worker_rings_{*this};
   TimerWatch timer_watch_;  // rings mode: which sleeping ring waits for the timers
+  // Rings mode with a paused (test) clock: rings between their reap and their dispatch.
+  std::atomic<int> rings_in_hand_{0};
   std::atomic<bool> ring_mode_logged_{false};
   DescriptorPool<UringDescriptor> pool_;
   // What only io_uring counts (counters() reports them by name).

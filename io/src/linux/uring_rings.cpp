@@ -94,6 +94,13 @@ void WorkerRing::dispatch() noexcept {
   const std::size_t n = reaped_;
   reaped_ = 0;
   engine_.deliver({events_.data(), n}, /*keep_first=*/true);
+  leave_hand();  // queued now: the scheduler's idle() sees them
+}
+
+void WorkerRing::leave_hand() noexcept {
+  if (!in_hand_) return;
+  in_hand_ = false;
+  engine_.rings_in_hand_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 bool WorkerRing::pending() const noexcept {
@@ -225,13 +232,22 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
   }
   // seq_cst: ordered before the watch's release below (see timer_watch.hpp).
   r.sleeping.store(false, std::memory_order_seq_cst);
+  // A paused clock jumps only when nothing is left to run, and what this ring reaps or pops
+  // below is not in any queue until dispatch(): count the ring as holding work until then, so
+  // another ring's watcher does not jump the clock past a timer popped here and not yet run.
+  if (clock_paused()) {
+    rings_in_hand_.fetch_add(1, std::memory_order_seq_cst);
+    w.in_hand_ = true;
+  }
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
     log::error("io_uring wait failed: {}", std::strerror(-e));
   std::size_t n = reap_cqes(r, {w.events_.data(), k});
   const bool released = release_timer_watch(self);
   // Paused, with nothing reaped and nothing for any worker to do: time jumps to the next
   // deadline, as Engine::reap() does for poller 0.
-  if (watching && paused && n == 0 && scheduler().idle()) {
+  if (watching && paused && n == 0 &&
+      rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
+      scheduler().idle()) {
     const std::int64_t next = timer_queue().arm();
     if (next != kNever) advance_clock_to(next);
   }
@@ -243,6 +259,7 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
   }
   if (released && timer_queue().earliest() != kNever) hand_over_timer_watch(self + 1, false);
   count_wait(n);
+  if (n == 0) w.leave_hand();
   return n;
 }
 
@@ -416,8 +433,8 @@ void UringEngine::refuse_close(UringDescriptor& d) noexcept {
   // An SQE still in the kernel that names fd holds its own reference to the file, so the
   // number may be reused at once: nothing will submit an SQE naming it again.
   close_handle(fd);
-  descriptors_.fetch_sub(1, std::memory_order_relaxed);
   if (release) pool_.release(&d);
+  descriptors_.fetch_sub(1, std::memory_order_relaxed);  // after: see close_now()
 }
 
 }  // namespace arbor::io::uring
