@@ -180,9 +180,9 @@ class UringRings : public ::testing::Test {
   }
   void TearDown() override { stop(); }
 
-  // A scheduler of `workers` workers, a rings-mode engine on it, and a thread acting as the
-  // owner of each of its rings.
-  void start(int workers, EngineOptions o = {}) {
+  // A scheduler of `workers` workers, a rings-mode engine on it, and (unless `owners` is
+  // false: then open_rings() does it) a thread acting as the owner of each of its rings.
+  void start(int workers, EngineOptions o = {}, bool owners = true) {
     scheduler_ = std::make_unique<sched::Scheduler>(sched::SchedulerOptions{.workers = workers});
     o.kind = "uring";
     o.io_mode = IoMode::rings;
@@ -191,7 +191,11 @@ class UringRings : public ::testing::Test {
     ASSERT_FALSE(e) << e.message();
     uring_ = engine.get();
     engine_ = std::move(engine);
-    for (int i = 0; i < workers; ++i) {
+    workers_ = workers;
+    if (owners) open_rings();
+  }
+  void open_rings() {
+    for (int i = 0; i < workers_; ++i) {
       owners_.push_back(
           std::make_unique<Owner>(*uring_->worker_drivers(), static_cast<std::size_t>(i)));
       ASSERT_TRUE(owners_.back()->opened()) << "ring " << i << " did not open";
@@ -220,6 +224,7 @@ class UringRings : public ::testing::Test {
   std::unique_ptr<Engine> engine_;
   uring::UringEngine* uring_ = nullptr;
   std::vector<std::unique_ptr<Owner>> owners_;
+  int workers_ = 0;
 };
 
 // A listener on 127.0.0.1 (any port); its address in `address`. -1 on failure.
@@ -594,6 +599,38 @@ TEST_F(UringRings, OptionExtremes) {
       stop();
     }
   }
+}
+
+// Catches: sockets attached, and operations started, before any worker has opened its ring
+// (Engine::create returns before the workers' next loop pass) being lost: their requests wait in
+// the rings' queues until the owners open them. And a spare worker (an index past the
+// scheduler's workers) gets no ring: it parks on a futex.
+TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {
+  start(2, {}, /*owners=*/false);
+  EXPECT_EQ(uring_->worker_drivers()->open(2), nullptr) << "a spare worker's index";
+  constexpr int kPairs = 4;
+  Handle peers[kPairs];
+  std::vector<DescriptorRef> sockets;
+  Countdown received(kPairs);
+  Receive receives[kPairs];
+  for (int i = 0; i < kPairs; ++i) {
+    auto d = attach_pair(peers[i]);
+    ASSERT_TRUE(d);
+    sockets.push_back(*d);
+    receives[i].prepare(*d, received);
+    ASSERT_FALSE(engine().start(receives[i])) << "no ring is open yet: must be pending";
+    ASSERT_TRUE(test::send_byte(peers[i], 'e'));
+  }
+  EXPECT_NE(ring_of(sockets[0]), ring_of(sockets[1])) << "spread over unopened rings too";
+  open_rings();
+  wait_or_exit(received, "receives started before the rings opened");
+  for (const Receive& r : receives)
+    EXPECT_EQ(r.last.load(), 1);
+  for (DescriptorRef d : sockets)
+    engine().close(d);
+  EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
+  for (Handle p : peers)
+    test::close_peer(p);
 }
 
 // Catches: an io mode the engine cannot run accepted silently: epoll has no rings mode.
