@@ -211,7 +211,7 @@ class UringRings : public ::testing::Test {
   static int ring_of(DescriptorRef d) { return d.descriptor->poller; }
   // Attaches one end of a fresh socket pair, whose other end (never attached) goes to `peer`.
   std::optional<DescriptorRef> attach_pair(Handle& peer) {
-    Handle fds[2];
+    Handle fds[2] = {kInvalidHandle, kInvalidHandle};
     EXPECT_TRUE(test::stream_pair(fds));
     peer = fds[1];
     auto d = engine_->attach(fds[0]);
@@ -340,7 +340,7 @@ TEST_F(UringRings, ACompletionForABusyOwnerRunsAfterItLooks) {
     EngineOptions o;
     o.multishot = multishot;
     start(2, o);
-    Handle peer;
+    Handle peer = kInvalidHandle;
     auto d = attach_pair(peer);
     ASSERT_TRUE(d);
     Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
@@ -384,7 +384,7 @@ TEST_F(UringRings, AnOutsideSubmitWakesAnOwnerWaitingInTheKernel) {
     EngineOptions o;
     o.multishot = multishot;
     start(2, o);
-    Handle peer;
+    Handle peer = kInvalidHandle;
     auto d = attach_pair(peer);
     ASSERT_TRUE(d);
     Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
@@ -469,7 +469,7 @@ TEST_F(UringRings, CloseWhileAReceiveIsPendingCancelsIt) {
   for (bool from_owner : {false, true}) {
     SCOPED_TRACE(from_owner ? "closed by the ring's owner" : "closed by another thread");
     start(2);
-    Handle peer;
+    Handle peer = kInvalidHandle;
     auto d = attach_pair(peer);
     ASSERT_TRUE(d);
     Countdown received(1);
