@@ -16,7 +16,10 @@
 //   readers complete with -ECANCELED, closes close the fd (finish_retired()).
 // - Timers: the TimerQueue is shared. One sleeping ring holds the timer watch and sleeps
 //   towards the earliest deadline (common/timer_watch.hpp says how it moves); any ring's wait
-//   takes the timers due, and a busy owner's pending() says yes once one is.
+//   takes the timers due, and a busy owner's pending() says yes once one is. A paused (test)
+//   clock jumps to the next deadline only from the watcher, with nothing to run and no ring
+//   between its reap and its dispatch (`rings_in_hand_`): a timer popped by one ring is run
+//   before another jumps the clock past it.
 #include <sys/socket.h>
 #include <unistd.h>
 
