@@ -130,7 +130,7 @@ std::error_code UringEngine::init(bool attach) {
     } catch (const std::bad_alloc&) {
       return std::make_error_code(std::errc::not_enough_memory);
     }
-    mode_ = "a ring per worker, set up by each worker";
+    mode_ = "each ring set up on its worker's thread";
     if (!attach) return {};
   }
   return start_polling();

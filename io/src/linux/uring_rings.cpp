@@ -54,8 +54,8 @@ struct RingSetup {
 // which pending() also looks at).
 constexpr RingSetup kRingSetups[] = {
     {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-     "single-issuer, deferred task work"},
-    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work"},
+     "single-issuer, deferred task work, taskrun flag"},
+    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, taskrun flag"},
     {0, "basic"},
 };
 
