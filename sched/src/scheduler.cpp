@@ -150,6 +150,14 @@ Scheduler::Worker*& Scheduler::this_worker() noexcept {
   return worker;
 }
 
+void Scheduler::abort_if_on_worker(const char* function) const noexcept {
+  if (current() != this) return;
+  // A bug in the caller, not a runtime condition: the call would wait for its own thread.
+  std::fprintf(stderr, "arbor::sched::Scheduler::%s() called from one of its own workers\n",
+               function);
+  std::abort();
+}
+
 Scheduler* Scheduler::current() noexcept {
   Worker* w = this_worker();
   return w != nullptr ? &w->owner : nullptr;
@@ -705,11 +713,7 @@ bool Scheduler::attach_driver(Driver& driver) noexcept {
 }
 
 void Scheduler::detach_driver() noexcept {
-  if (current() == this) {
-    std::fputs("arbor::sched::Scheduler::detach_driver() called from one of its own workers\n",
-               stderr);
-    std::abort();
-  }
+  abort_if_on_worker("detach_driver");
   Driver* driver = driver_.exchange(nullptr, std::memory_order_seq_cst);
   if (driver == nullptr) return;
   // A holder may be waiting in it with no deadline: unpark until it lets go. Unparks are
@@ -824,11 +828,7 @@ void Scheduler::start_spare_if_needed() noexcept {
 }
 
 std::uint64_t Scheduler::stop() noexcept {
-  if (current() == this) {
-    // A worker cannot join itself; this is a bug in the caller, not a runtime condition.
-    std::fputs("arbor::sched::Scheduler::stop() called from one of its own workers\n", stderr);
-    std::abort();
-  }
+  abort_if_on_worker("stop");  // a worker cannot join itself
   std::lock_guard stop_lock(stop_mutex_);
   if (stopped_) return 0;
   {

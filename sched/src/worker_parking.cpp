@@ -30,8 +30,6 @@
 // is its own next item, and dispatch() wakes a helper for a surplus
 // (SchedulerWorkerDrivers.AWakeForOwnIoWakesNobodyElse).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -252,11 +250,7 @@ bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
 }
 
 void Scheduler::detach_worker_drivers() noexcept {
-  if (current() == this) {
-    std::fputs("arbor::sched::Scheduler::detach_worker_drivers() called from one of its workers\n",
-               stderr);
-    std::abort();
-  }
+  abort_if_on_worker("detach_worker_drivers");
   std::lock_guard guard(attach_mutex_);
   if (worker_drivers_.exchange(nullptr, std::memory_order_seq_cst) == nullptr) return;
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);

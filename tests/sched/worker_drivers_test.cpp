@@ -451,5 +451,21 @@ TEST(SchedulerWorkerDrivers, ASpareStartedForABlockingRegionParksAndWakesToo) {
   s.stop();
 }
 
+// Catches: a detach from one of the workers, which would wait for its own driver to close.
+TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Scheduler s(per_worker(1));
+        FakeDrivers drivers(s, 1);
+        if (!s.attach_worker_drivers(drivers)) std::exit(0);
+        Countdown never(1);
+        FnItem detach([&](Disposition) { s.detach_worker_drivers(); });
+        s.submit(detach);
+        never.wait(std::chrono::seconds(20));
+      },
+      "detach_worker_drivers\\(\\) called from one of its own workers");
+}
+
 }  // namespace
 }  // namespace arbor::sched

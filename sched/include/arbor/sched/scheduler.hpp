@@ -130,6 +130,8 @@ class Scheduler {
   struct Worker;
   friend class BlockingRegion;
   static Worker*& this_worker() noexcept;
+  // Aborts, naming `function`, if called on one of this scheduler's workers.
+  void abort_if_on_worker(const char* function) const noexcept;
 
   void start_worker(std::size_t index);
   void run_worker(Worker& w) noexcept;
