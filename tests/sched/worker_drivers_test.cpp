@@ -451,6 +451,45 @@ TEST(SchedulerWorkerDrivers, ASpareStartedForABlockingRegionParksAndWakesToo) {
   s.stop();
 }
 
+// Review (review-pw): a worker inside a BlockingRegion never looks into its own driver, and no
+// other worker can (a ring per worker), so its completions wait for the region to end. An item
+// that blocks on IO it queued on its own worker's ring (a synchronous wrapper around an async
+// call: the reason BlockingRegion exists) deadlocks; here the wait is bounded, so it only
+// fails. With the shared Driver another worker reaps it (the handover). The spare started for
+// the region has a driver of its own, not this worker's.
+TEST(SchedulerWorkerDrivers, ACompletionForAWorkerInABlockingRegionIsNotStranded) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers, /*spares=*/1));
+  FakeDrivers drivers(s, kWorkers + 1);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  RecordingItem completion;
+  Countdown completion_done(1);
+  completion.done = &completion_done;
+  std::atomic<bool> ran_in_time{false};
+  Countdown blocker_done(1);
+  FnItem blocker([&](Disposition d) {
+    if (d == Disposition::run) {
+      FakeWorkerDriver* own = nullptr;
+      for (std::size_t i = 0; i < kWorkers; ++i)
+        if (drivers.at(i) != nullptr && drivers.at(i)->owner() == std::this_thread::get_id())
+          own = drivers.at(i);
+      EXPECT_NE(own, nullptr);
+      BlockingRegion region;
+      if (own != nullptr) own->complete(completion);  // IO it queued on its own ring completes
+      ran_in_time.store(completion_done.wait(std::chrono::seconds(3)));
+    }
+    blocker_done.count_down();
+  });
+  ASSERT_TRUE(s.submit(blocker));
+  wait_or_exit(blocker_done, "the blocking item");
+  EXPECT_TRUE(ran_in_time.load())
+      << "the completion waited for the blocking region of the worker whose driver reaped it";
+  wait_or_exit(completion_done, "the completion after the region");
+  s.detach_worker_drivers();
+  s.stop();
+}
+
 // Catches: a detach from one of the workers, which would wait for its own driver to close.
 TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
