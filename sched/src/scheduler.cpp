@@ -76,6 +76,7 @@ std::atomic<void (*)()> before_park_sleep_hook{nullptr};
 std::atomic<void (*)()> release_unwoken_hook{nullptr};
 std::atomic<void (*)()> release_woke_hook{nullptr};
 std::atomic<void (*)()> after_park_wake_hook{nullptr};
+std::atomic<void (*)()> before_sleeper_claim_hook{nullptr};
 }  // namespace detail
 
 namespace {
@@ -143,6 +144,10 @@ void test_hooks::set_release_woke(void (*hook)()) noexcept {
 
 void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
   after_park_wake_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_before_sleeper_claim(void (*hook)()) noexcept {
+  detail::before_sleeper_claim_hook.store(hook, std::memory_order_relaxed);
 }
 
 Scheduler::Worker*& Scheduler::this_worker() noexcept {

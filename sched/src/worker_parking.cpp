@@ -136,6 +136,7 @@ bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
   if (searching_of(s) != 0) return true;
   if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
     return true;
+  if (auto* hook = detail::before_sleeper_claim_hook.load(std::memory_order_relaxed)) hook();
   Worker* futex_sleeper = nullptr;
   {
     std::lock_guard lock(sleepers_mutex_);  // S4

@@ -17,6 +17,7 @@
 
 #include "arbor/sched/blocking_region.hpp"
 #include "arbor/sched/scheduler.hpp"
+#include "arbor/sched/test_hooks.hpp"
 #include "arbor/sched/worker_driver.hpp"
 #include "arbor/sync/futex.hpp"
 #include "test_support.hpp"
@@ -487,6 +488,64 @@ TEST(SchedulerWorkerDrivers, ACompletionForAWorkerInABlockingRegionIsNotStranded
       << "the completion waited for the blocking region of the worker whose driver reaped it";
   wait_or_exit(completion_done, "the completion after the region");
   s.detach_worker_drivers();
+  s.stop();
+}
+
+// Review (review-pw): S3's decision in wake_from_stack() is made on a load of idle_state_
+// taken before the lock, and not made again under it; so two notifiers that both saw "nobody
+// searches" each claim a sleeper, where the shared mode's CAS (and scheduler.cpp's "a woken
+// worker is counted ... so concurrent submitters do not wake a second one") wakes one. Here two
+// outside submits are held, both past S3, until both are there; the woken workers are held
+// right after their futex wait, so the counts the test reads are the wakers' alone.
+namespace overwake {
+std::atomic<int> arrived{0};
+std::atomic<bool> hold_woken{true};
+std::atomic<int> woken{0};
+thread_local bool submitter = false;
+void before_claim() {
+  if (!submitter) return;
+  arrived.fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (arrived.load() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+void after_wake() {
+  woken.fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (hold_woken.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+}  // namespace overwake
+
+TEST(SchedulerWorkerDrivers, TwoConcurrentNotifiesWakeOneSearcher) {
+  constexpr int kWorkers = 3;
+  Scheduler s(per_worker(kWorkers));  // no drivers: every worker parks on its futex
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == kWorkers; }));
+  overwake::arrived.store(0);
+  overwake::woken.store(0);
+  overwake::hold_woken.store(true);
+  test_hooks::set_before_sleeper_claim(&overwake::before_claim);
+  test_hooks::set_after_park_wake(&overwake::after_wake);
+  Countdown done(2);
+  FnItem a([&](Disposition) { done.count_down(); });
+  FnItem b([&](Disposition) { done.count_down(); });
+  std::thread ta([&] {
+    overwake::submitter = true;
+    s.submit(a);
+  });
+  std::thread tb([&] {
+    overwake::submitter = true;
+    s.submit(b);
+  });
+  ta.join();
+  tb.join();
+  const int parked = s.parked_workers();
+  test_hooks::set_before_sleeper_claim(nullptr);
+  overwake::hold_woken.store(false);
+  wait_or_exit(done, "the two submits");
+  test_hooks::set_after_park_wake(nullptr);
+  EXPECT_EQ(overwake::arrived.load(), 2) << "the race was not set up";
+  EXPECT_EQ(parked, kWorkers - 1) << "two concurrent notifies each claimed a sleeper";
   s.stop();
 }
 
