@@ -140,6 +140,14 @@ bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
   Worker* futex_sleeper = nullptr;
   {
     std::lock_guard lock(sleepers_mutex_);  // S4
+    // S3 again on a load taken under the lock: every claim is counted under it, so one made
+    // since our load above is seen here, and two notifiers that both saw nobody searching do
+    // not each claim a sleeper (the shared mode's CAS gives the same). Still after our S2
+    // fence, so the Dekker argument holds for this load as for the first.
+    s = idle_state_.load(std::memory_order_relaxed);
+    if (searching_of(s) != 0) return true;
+    if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+      return true;
     if (sleeper_stack_.empty()) return false;
     Worker& v = *sleeper_stack_.back();
     sleeper_stack_.pop_back();
