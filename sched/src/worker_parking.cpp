@@ -264,9 +264,13 @@ void Scheduler::detach_worker_drivers() noexcept {
   if (worker_drivers_.exchange(nullptr, std::memory_order_seq_cst) == nullptr) return;
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
   claim_all_sleepers();  // as in attach: each closes its driver on its own thread
-  // Acquire pairs with close_own_driver()'s release: their last uses come before our return.
-  for (int open = open_drivers_.load(std::memory_order_acquire); open != 0;
-       open = open_drivers_.load(std::memory_order_acquire))
+  // seq_cst, not just acquire: this load and sync_own_driver()'s are the two halves of a store-
+  // buffering pair (we store worker_drivers_, then load the count; it adds to the count, then
+  // loads worker_drivers_). With an acquire load here, both may read the old values (ARMv8.3
+  // LDAPR may pass the exchange's store), and we would return while it opens the old drivers.
+  // It also acquires close_own_driver()'s release: their last uses come before our return.
+  for (int open = open_drivers_.load(std::memory_order_seq_cst); open != 0;
+       open = open_drivers_.load(std::memory_order_seq_cst))
     open_drivers_.wait(open, std::memory_order_acquire);
 }
 
