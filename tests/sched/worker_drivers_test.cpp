@@ -549,6 +549,42 @@ TEST(SchedulerWorkerDrivers, TwoConcurrentNotifiesWakeOneSearcher) {
   s.stop();
 }
 
+// Review (review-pw): attach_worker_drivers() is allowed on a worker, but it waits for
+// attach_mutex_, which detach_worker_drivers() holds while it waits for every worker to close
+// its driver; a worker that attaches (or merely tries: a second attach only returns false)
+// while a detach waits for it never ends its item, so neither call returns. Here the item's
+// attach must return within the bound; the deadlock ends the test (wait_or_exit).
+TEST(SchedulerWorkerDrivers, AnAttachFromAWorkerDuringADetachDoesNotDeadlock) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers));
+  FakeDrivers drivers(s, kWorkers);
+  FakeDrivers others(s, kWorkers);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  Countdown started(1), attached(1);
+  std::atomic<bool> detaching{false};
+  FnItem item([&](Disposition d) {
+    if (d == Disposition::run) {
+      started.count_down();
+      // The detach has claimed the sleepers and waits for our driver: the idle worker closed.
+      EXPECT_TRUE(eventually([&] { return detaching.load() && drivers.closes() == 1; }));
+      (void)s.attach_worker_drivers(others);  // false (a detach is under way) or true: either
+    }
+    attached.count_down();
+  });
+  ASSERT_TRUE(s.submit(item));
+  wait_or_exit(started, "the item");
+  std::thread detacher([&] {
+    detaching.store(true);
+    s.detach_worker_drivers();
+  });
+  wait_or_exit(attached, "an attach from a worker while a detach waits for that worker",
+               std::chrono::seconds(10));
+  detacher.join();
+  s.detach_worker_drivers();  // whatever the item's attach did
+  s.stop();
+}
+
 // Catches: a detach from one of the workers, which would wait for its own driver to close.
 TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
