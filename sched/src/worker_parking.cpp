@@ -248,7 +248,16 @@ void Scheduler::close_own_driver(Worker& w) noexcept {
 
 bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
   if (!per_worker_) return false;
-  std::lock_guard guard(attach_mutex_);
+  // On a worker, try_lock, not lock: a detach holds the mutex while it waits for every worker
+  // to close its driver, and this worker would never close it (deadlock). So from a worker an
+  // attach is refused while another attach or a detach is under way (drivers are attached
+  // until then). Elsewhere it waits, as before (try_lock may also fail spuriously).
+  std::unique_lock guard(attach_mutex_, std::defer_lock);
+  if (current() == this) {
+    if (!guard.try_lock()) return false;
+  } else {
+    guard.lock();
+  }
   if (worker_drivers_.load(std::memory_order_relaxed) != nullptr) return false;
   worker_drivers_.store(&drivers, std::memory_order_seq_cst);
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
