@@ -123,6 +123,7 @@ class FakeDrivers final : public WorkerDrivers {
       : scheduler_(s), without_(std::move(without)), drivers_(slots), open_(slots) {}
 
   WorkerDriver* open(std::size_t worker) noexcept override {
+    if (on_open) on_open(worker);  // outside the lock: it may wait
     std::lock_guard lock(mutex_);
     EXPECT_LT(worker, drivers_.size());
     if (without_ && without_(worker)) return nullptr;
@@ -167,6 +168,7 @@ class FakeDrivers final : public WorkerDrivers {
   }
 
   std::function<void(FakeWorkerDriver&)> on_close;  // set before attaching; under the lock
+  std::function<void(std::size_t)> on_open;         // set before attaching; not under the lock
 
  private:
   Scheduler& scheduler_;
@@ -583,6 +585,35 @@ TEST(SchedulerWorkerDrivers, AnAttachFromAWorkerDuringADetachDoesNotDeadlock) {
   detacher.join();
   s.detach_worker_drivers();  // whatever the item's attach did
   s.stop();
+}
+
+// Review (review-pw): stop() while a worker is inside open(): it must still exit (it sees
+// stopping_ at its loop's top or at P2), closing what it opened; the others sleep in theirs.
+TEST(SchedulerWorkerDrivers, StopWhileAWorkerIsInsideOpen) {
+  constexpr int kWorkers = 3;
+  Scheduler s(per_worker(kWorkers));
+  FakeDrivers drivers(s, kWorkers);
+  std::atomic<bool> in_open{false}, let_go{false};
+  drivers.on_open = [&](std::size_t worker) {
+    if (worker != 0) return;
+    in_open.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!let_go.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  };
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return in_open.load() && drivers.opens() == kWorkers - 1; }));
+  Countdown stopped(1);
+  std::thread stopper([&] {
+    s.stop();
+    stopped.count_down();
+  });
+  let_go.store(true);
+  wait_or_exit(stopped, "stop() while a worker is inside open()");
+  stopper.join();
+  EXPECT_EQ(drivers.opens(), kWorkers);
+  EXPECT_EQ(drivers.closes(), kWorkers) << "a worker exited without closing its driver";
+  s.detach_worker_drivers();
 }
 
 // Catches: a detach from one of the workers, which would wait for its own driver to close.
