@@ -616,6 +616,66 @@ TEST(SchedulerWorkerDrivers, StopWhileAWorkerIsInsideOpen) {
   s.detach_worker_drivers();
 }
 
+// Review (review-pw): a detach or stop() while a worker is between R0 (on the stack) and P2
+// (held by the inside_park hook, after P1): the detach's or stop's pass claims it and unparks
+// its driver before its wait; it must see the claim (or the epoch, or stopping_), close its
+// driver and let the call return.
+namespace between_r0_and_p2 {
+std::atomic<int> held{0};
+std::atomic<bool> let_go{false};
+void hold() {
+  if (held.fetch_add(1) != 0) return;  // only the first parker after the hook is set
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!let_go.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+}  // namespace between_r0_and_p2
+
+TEST(SchedulerWorkerDrivers, DetachOrStopWhileAWorkerIsBetweenItsPushAndP2) {
+  for (bool use_stop : {false, true}) {
+    SCOPED_TRACE(use_stop ? "stop" : "detach");
+    constexpr int kWorkers = 2;
+    Scheduler s(per_worker(kWorkers));
+    FakeDrivers drivers(s, kWorkers);
+    ASSERT_TRUE(s.attach_worker_drivers(drivers));
+    ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+    between_r0_and_p2::held.store(0);
+    between_r0_and_p2::let_go.store(false);
+    test_hooks::set_inside_park(&between_r0_and_p2::hold);
+    Countdown ran(1);
+    FnItem item([&](Disposition) { ran.count_down(); });
+    ASSERT_TRUE(s.submit(item));
+    wait_or_exit(ran, "the item");
+    ASSERT_TRUE(eventually([&] { return between_r0_and_p2::held.load() >= 1; }));
+    Countdown finished(1);
+    std::thread caller([&] {
+      if (use_stop) {
+        s.stop();
+      } else {
+        s.detach_worker_drivers();
+      }
+      finished.count_down();
+    });
+    // The other worker sleeps in its driver: it closes at once, the held one only once let go.
+    ASSERT_TRUE(eventually([&] { return drivers.closes() >= 1; }));
+    EXPECT_EQ(drivers.closes(), 1) << "the held worker closed its driver while held";
+    between_r0_and_p2::let_go.store(true);
+    wait_or_exit(finished, use_stop ? "stop() with a worker between R0 and P2"
+                                    : "a detach with a worker between R0 and P2");
+    caller.join();
+    test_hooks::set_inside_park(nullptr);
+    EXPECT_EQ(drivers.closes(), kWorkers);
+    if (!use_stop) {
+      Countdown after(1);
+      FnItem more([&](Disposition) { after.count_down(); });
+      ASSERT_TRUE(s.submit(more));
+      wait_or_exit(after, "a submit after the detach");
+    }
+    s.stop();
+    s.detach_worker_drivers();
+  }
+}
+
 // Catches: a detach from one of the workers, which would wait for its own driver to close.
 TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
