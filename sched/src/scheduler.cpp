@@ -795,6 +795,11 @@ void Scheduler::enter_blocking() noexcept {
       ++count;
     }
     if (first != nullptr) global_.push_batch(first, last, count);
+    // With a driver of our own nobody else can reap it (a ring per worker has one issuer):
+    // what has completed so far goes to everyone too (dispatched inside an item while
+    // `blocking` is set: to the global queue). What completes during the region waits for its
+    // end; see blocking_region.hpp.
+    if (per_worker_) look_into_own_driver(*w, /*inside_item=*/true);
   }
   if (!notify_parked()) start_spare_if_needed();
 }

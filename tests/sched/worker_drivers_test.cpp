@@ -454,13 +454,19 @@ TEST(SchedulerWorkerDrivers, ASpareStartedForABlockingRegionParksAndWakesToo) {
   s.stop();
 }
 
-// Review (review-pw): a worker inside a BlockingRegion never looks into its own driver, and no
-// other worker can (a ring per worker), so its completions wait for the region to end. An item
-// that blocks on IO it queued on its own worker's ring (a synchronous wrapper around an async
-// call: the reason BlockingRegion exists) deadlocks; here the wait is bounded, so it only
-// fails. With the shared Driver another worker reaps it (the handover). The spare started for
-// the region has a driver of its own, not this worker's.
-TEST(SchedulerWorkerDrivers, ACompletionForAWorkerInABlockingRegionIsNotStranded) {
+// The item in a BlockingRegion below looks for the fake driver its worker opened.
+FakeWorkerDriver* own_driver(FakeDrivers& drivers, std::size_t slots) {
+  for (std::size_t i = 0; i < slots; ++i)
+    if (drivers.at(i) != nullptr && drivers.at(i)->owner() == std::this_thread::get_id())
+      return drivers.at(i);
+  return nullptr;
+}
+
+// Catches: completions already reaped-able when a worker enters a BlockingRegion left in its
+// driver, where nobody else can reap them (a ring per worker has one issuer), so that an item
+// blocking on IO it queued on its own ring deadlocks. Found by review. Entering the region
+// looks into the worker's own driver and hands what it finds to everyone.
+TEST(SchedulerWorkerDrivers, ACompletionReadyWhenAWorkerEntersABlockingRegionRunsElsewhere) {
   constexpr int kWorkers = 2;
   Scheduler s(per_worker(kWorkers, /*spares=*/1));
   FakeDrivers drivers(s, kWorkers + 1);
@@ -469,35 +475,58 @@ TEST(SchedulerWorkerDrivers, ACompletionForAWorkerInABlockingRegionIsNotStranded
   RecordingItem completion;
   Countdown completion_done(1);
   completion.done = &completion_done;
-  std::atomic<bool> ran_in_time{false};
+  std::atomic<bool> ran_during_region{false};
+  std::atomic<std::thread::id> blocked_on{};
   Countdown blocker_done(1);
   FnItem blocker([&](Disposition d) {
     if (d == Disposition::run) {
-      FakeWorkerDriver* own = nullptr;
-      for (std::size_t i = 0; i < kWorkers; ++i)
-        if (drivers.at(i) != nullptr && drivers.at(i)->owner() == std::this_thread::get_id())
-          own = drivers.at(i);
+      blocked_on.store(std::this_thread::get_id());
+      FakeWorkerDriver* own = own_driver(drivers, kWorkers + 1);
       EXPECT_NE(own, nullptr);
-      BlockingRegion region;
       if (own != nullptr) own->complete(completion);  // IO it queued on its own ring completes
-      ran_in_time.store(completion_done.wait(std::chrono::seconds(3)));
+      BlockingRegion region;  // ... and then it blocks until that IO has been handled
+      ran_during_region.store(completion_done.wait(std::chrono::seconds(20)));
     }
     blocker_done.count_down();
   });
   ASSERT_TRUE(s.submit(blocker));
   wait_or_exit(blocker_done, "the blocking item");
-  EXPECT_TRUE(ran_in_time.load())
-      << "the completion waited for the blocking region of the worker whose driver reaped it";
-  wait_or_exit(completion_done, "the completion after the region");
+  EXPECT_TRUE(ran_during_region.load()) << "the completion waited for the region to end";
+  EXPECT_NE(completion.ran_on.load(), blocked_on.load());
   s.detach_worker_drivers();
   s.stop();
 }
 
-// Review (review-pw): S3's decision in wake_from_stack() is made on a load of idle_state_
-// taken before the lock, and not made again under it; so two notifiers that both saw "nobody
-// searches" each claim a sleeper, where the shared mode's CAS (and scheduler.cpp's "a woken
-// worker is counted ... so concurrent submitters do not wake a second one") wakes one. Here two
-// outside submits are held, both past S3, until both are there; the woken workers are held
+// The limit of a ring per worker (blocking_region.hpp): IO that completes on a blocked worker's
+// own driver *during* the region waits for the region's end, as it waits for a long item's.
+// Catches: such a completion lost rather than late.
+TEST(SchedulerWorkerDrivers, ACompletionArrivingDuringABlockingRegionRunsAfterIt) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers, /*spares=*/1));
+  FakeDrivers drivers(s, kWorkers + 1);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  RecordingItem completion;
+  Countdown completion_done(1);
+  completion.done = &completion_done;
+  Countdown blocker_done(1);
+  FnItem blocker([&](Disposition d) {
+    if (d == Disposition::run) {
+      FakeWorkerDriver* own = own_driver(drivers, kWorkers + 1);
+      EXPECT_NE(own, nullptr);
+      BlockingRegion region;
+      if (own != nullptr) own->complete(completion);
+    }
+    blocker_done.count_down();
+  });
+  ASSERT_TRUE(s.submit(blocker));
+  wait_or_exit(blocker_done, "the blocking item");
+  wait_or_exit(completion_done, "the completion after the region");
+  EXPECT_EQ(completion.runs.load(), 1);
+  s.detach_worker_drivers();
+  s.stop();
+}
+
 // right after their futex wait, so the counts the test reads are the wakers' alone.
 namespace overwake {
 std::atomic<int> arrived{0};
