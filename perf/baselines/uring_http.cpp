@@ -12,13 +12,15 @@
 // headers (Server, Date cached per second, Content-Type, Content-Length) and the JSON body comes
 // from rapidjson's Writer, as there.
 //
-//   uring_http [PORT] [defer|coop|basic] [sqe|direct]
+//   uring_http [PORT] [defer|coop|basic] [sqe|direct] [wait|timeout]
 //     PORT 0 (default): any port. Prints "ready <port>" once listening, 127.0.0.1 only.
 //     defer (default): IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN, falling back to basic if the
 //       kernel refuses; coop: IORING_SETUP_COOP_TASKRUN (arbor's workers-mode ring); basic: none.
 //     sqe (default): replies through the ring; direct: send(2) with MSG_DONTWAIT at once, the
 //       ring taking only what the socket refused (arbor's way), so the two send paths can be
 //       profiled apart.
+//     wait (default): io_uring_submit_and_wait; timeout: io_uring_submit_and_wait_timeout with a
+//       1 s timeout, as arbor's poller waits, to see what a timed wait costs the kernel.
 //
 // The invariant: a connection is freed only when nothing of it is left in the kernel, that is
 // when it is closing, its multishot receive has posted its last CQE (no IORING_CQE_F_MORE) and
@@ -92,6 +94,7 @@ struct alignas(8) Conn {
 io_uring ring;
 int listener = -1;
 bool direct_send = false;
+bool timed_wait = false;
 io_uring_buf_ring* buf_ring = nullptr;
 std::unique_ptr<char[]> buffer_memory;
 
@@ -361,6 +364,14 @@ int main(int argc, char** argv) {
     }
     direct_send = send_mode == "direct";
   }
+  if (argc > 4) {
+    const std::string_view wait_mode = argv[4];
+    if (wait_mode != "wait" && wait_mode != "timeout") {
+      std::fprintf(stderr, "uring_http: wait mode %s: wait or timeout\n", argv[4]);
+      return 2;
+    }
+    timed_wait = wait_mode == "timeout";
+  }
   std::signal(SIGPIPE, SIG_IGN);  // direct sends carry MSG_NOSIGNAL too; belt and braces
 
   listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -385,7 +396,15 @@ int main(int argc, char** argv) {
 
   for (;;) {
     // One enter: the last batch's sends and re-arms go in, and it waits for the next CQE.
-    const int e = io_uring_submit_and_wait(&ring, 1);
+    int e;
+    if (timed_wait) {
+      __kernel_timespec ts{.tv_sec = 1, .tv_nsec = 0};
+      io_uring_cqe* first = nullptr;
+      e = io_uring_submit_and_wait_timeout(&ring, &first, 1, &ts, nullptr);
+      if (e == -ETIME) e = 0;  // an idle second: nothing to reap
+    } else {
+      e = io_uring_submit_and_wait(&ring, 1);
+    }
     // EINTR: SIGUSR1 (count_alloc's report); EBUSY/EAGAIN: the CQ is full or memory is short,
     // reaping below makes room.
     if (e < 0 && e != -EINTR && e != -EBUSY && e != -EAGAIN) die("io_uring_submit_and_wait", -e);
