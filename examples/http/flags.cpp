@@ -28,8 +28,9 @@ request body back) over HTTP/1.1.
   --workers N                scheduler worker threads (default: one per CPU)
   --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
   --io-mode MODE             who waits for IO: workers (idle workers take turns in the
-                             kernel), pollers (dedicated poller threads) or auto (default: the
-                             engine's own; workers for both io_uring and epoll)
+                             kernel), pollers (dedicated poller threads), rings (io_uring only:
+                             a ring per worker, each worker parked in its own) or auto
+                             (default: the engine's own; workers for both io_uring and epoll)
   --pollers N                poller threads with --io-mode pollers (default 1)
   --max-connections N        at it, the longest-idle connection is closed for a new one; with
                              none idle, the new one is closed at once (default 10000)
@@ -89,7 +90,7 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
       f.runtime.engine.kind = value;
     } else if (flag == "--io-mode") {
       auto mode = io::parse_io_mode(value);
-      if (!mode) return bad + " (auto, workers or pollers)";
+      if (!mode) return bad + " (auto, workers, pollers or rings)";
       f.runtime.engine.io_mode = *mode;
     } else if (flag == "--pollers") {
       if (!number(value, f.runtime.engine.pollers, 1, 64)) return bad + " (1..64)";

@@ -104,13 +104,16 @@ std::string without_date(const std::string& response) {
 
 class HttpServer : public ::testing::TestWithParam<std::string> {
  protected:
-  // The parameter is an engine name, with "-pollers" for dedicated poller threads.
+  // The parameter is an engine name, with "-pollers" for dedicated poller threads or "-rings"
+  // for a ring per worker.
   void start(std::vector<std::string> flags = {}) {
     std::string engine = GetParam();
     std::string mode = "workers";
-    if (engine.ends_with("-pollers")) {
-      engine.resize(engine.size() - std::string_view("-pollers").size());
-      mode = "pollers";
+    for (std::string_view suffix : {"pollers", "rings"}) {
+      const std::string dashed = "-" + std::string(suffix);
+      if (!engine.ends_with(dashed)) continue;
+      engine.resize(engine.size() - dashed.size());
+      mode = suffix;
     }
     flags.insert(flags.end(), {"--engine", engine, "--io-mode", mode});
     server_ = std::make_unique<ServerProcess>(std::move(flags));
@@ -704,8 +707,10 @@ std::vector<std::string> server_variants() {
   // Under wine the server is the Windows build: its engine, not this process's.
   auto names =
       arbor::test::under_wine() ? std::vector<std::string>{"iocp"} : arbor::io::Engine::available();
-  for (std::size_t i = 0, n = names.size(); i < n; ++i)
+  for (std::size_t i = 0, n = names.size(); i < n; ++i) {
     names.push_back(names[i] + "-pollers");
+    if (names[i] == "uring") names.push_back("uring-rings");
+  }
   return names;
 }
 

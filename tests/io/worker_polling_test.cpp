@@ -1,6 +1,7 @@
 // Engines polled by the scheduler's workers (IoMode::workers, the default), on every engine
-// this machine can create: a completion while every worker is busy, a timer while a worker
-// waits in the kernel, an outside submit that must wake that worker, and shutdown under it.
+// this machine can create, and io_uring with a ring per worker (IoMode::rings): a completion
+// while every worker is busy, a timer while a worker waits in the kernel, an outside submit that
+// must wake that worker, and shutdown under it.
 #include <gtest/gtest.h>
 
 #if defined(__linux__)
@@ -30,15 +31,23 @@ using sched::test::FnItem;
 using sched::test::wait_or_exit;
 using test::Timed;
 
+// The parameter is an engine name (IoMode::workers), or "uring-rings": io_uring with a ring per
+// worker (IoMode::rings on a scheduler with per-worker parking), where every worker waits in
+// the kernel in its own ring and the same promises hold.
 class WorkerPolling : public ::testing::TestWithParam<std::string> {
  protected:
+  static bool rings() { return GetParam().ends_with("-rings"); }
+  static std::string kind() { return rings() ? "uring" : GetParam(); }
+  static IoMode io_mode() { return rings() ? IoMode::rings : IoMode::workers; }
+
   // A scheduler of `workers` workers driving a fresh engine of this test's kind: what every
   // test below but the last starts from. Destroyed, it stops the engine, then the scheduler, and
   // only then destroys the engine (its pool owns the items the scheduler still holds), so that
   // a test that fails half-way leaves nobody inside either.
   struct Polled {
     explicit Polled(int workers)
-        : scheduler(sched::SchedulerOptions{.workers = workers}), engine(make(scheduler)) {}
+        : scheduler(sched::SchedulerOptions{.workers = workers, .per_worker_parking = rings()}),
+          engine(make(scheduler)) {}
     ~Polled() {
       if (engine) engine->stop();
       scheduler.stop();
@@ -75,8 +84,8 @@ class WorkerPolling : public ::testing::TestWithParam<std::string> {
 
   static std::unique_ptr<Engine> make(sched::Scheduler& scheduler) {
     EngineOptions o;
-    o.kind = GetParam();
-    o.io_mode = IoMode::workers;
+    o.kind = kind();
+    o.io_mode = io_mode();
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
@@ -173,6 +182,12 @@ bool eventually_asleep(pid_t tid) {
 // worker is busy with Z), lets Z end and sleeps until the receive has completed; the other
 // worker parks into the ring; only then does the data arrive.
 TEST_P(WorkerPolling, ACompletionArrivesWhileItsSubmitterSleepsOnAFutex) {
+  if (rings()) {
+    GTEST_SKIP() << "the shared ring's question. With a ring per worker, a worker asleep "
+                    "inside an item holds its own ring's requests and completions until it "
+                    "returns (nobody else may submit to or reap a single-issuer ring): the "
+                    "mode's known cost (docs/architecture.md, UringEngine)";
+  }
   auto p = start(2);
   ASSERT_TRUE(p);
   ASSERT_TRUE(p->all_asleep_one_in_kernel());
@@ -358,11 +373,12 @@ TEST_P(WorkerPolling, ASecondEngineOnOneSchedulerIsAnErrorNotAnAbort) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   EXPECT_EXIT(
       {
-        sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+        sched::Scheduler scheduler(
+            sched::SchedulerOptions{.workers = 1, .per_worker_parking = rings()});
         auto first = make(scheduler);
         EngineOptions o;
-        o.kind = GetParam();
-        o.io_mode = IoMode::workers;
+        o.kind = kind();
+        o.io_mode = io_mode();
         auto second = Engine::create(scheduler, o);
         const bool refused = !second;
         if (second) (*second)->stop();
@@ -373,8 +389,20 @@ TEST_P(WorkerPolling, ASecondEngineOnOneSchedulerIsAnErrorNotAnAbort) {
       ::testing::ExitedWithCode(0), "");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, WorkerPolling, ::testing::ValuesIn(Engine::available()),
-                         [](const auto& p) { return p.param; });
+std::vector<std::string> polled_variants() {
+  std::vector<std::string> names = Engine::available();
+  for (std::size_t i = 0, n = names.size(); i < n; ++i)
+    if (names[i] == "uring") names.push_back("uring-rings");
+  return names;
+}
+
+INSTANTIATE_TEST_SUITE_P(Engines, WorkerPolling, ::testing::ValuesIn(polled_variants()),
+                         [](const auto& p) {
+                           std::string name = p.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace arbor::io

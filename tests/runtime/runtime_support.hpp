@@ -22,6 +22,7 @@ namespace arbor::test {
 
 /// The engine variants to parameterise over: every engine available here polled by the
 /// workers (the default), the same polled by a dedicated poller thread ("<engine>-pollers"),
+/// io_uring with a ring per worker ("uring-rings"),
 /// and io_uring with single-shot operations only ("uring-single"), which machines without
 /// multishot get.
 inline std::vector<std::string> engine_variants() {
@@ -30,21 +31,35 @@ inline std::vector<std::string> engine_variants() {
   for (const auto& name : available)
     names.push_back(name + "-pollers");
   for (const auto& name : available)
-    if (name == "uring") names.push_back("uring-single");
+    if (name == "uring") {
+      names.push_back("uring-single");
+      names.push_back("uring-rings");
+    }
   return names;
 }
 
 /// `o` aimed at the engine variant `engine` (a name from engine_variants()).
 inline io::EngineOptions engine_options(const std::string& engine, io::EngineOptions o = {}) {
   constexpr std::string_view kPollers = "-pollers";
+  constexpr std::string_view kRings = "-rings";
   std::string kind = engine;
   o.io_mode = io::IoMode::workers;
   if (kind.ends_with(kPollers)) {
     kind.resize(kind.size() - kPollers.size());
     o.io_mode = io::IoMode::pollers;
+  } else if (kind.ends_with(kRings)) {
+    kind.resize(kind.size() - kRings.size());
+    o.io_mode = io::IoMode::rings;
   }
   o.multishot = kind != "uring-single";
   o.kind = kind == "uring-single" ? "uring" : kind;
+  return o;
+}
+
+/// Scheduler options for an engine variant: the rings variant needs per-worker parking.
+inline sched::SchedulerOptions scheduler_options(const std::string& engine,
+                                                 sched::SchedulerOptions o = {}) {
+  o.per_worker_parking = engine.ends_with("-rings");
   return o;
 }
 

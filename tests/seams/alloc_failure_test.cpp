@@ -114,7 +114,7 @@ class AllocationFailure : public ::testing::TestWithParam<std::string> {
     EXPECT_EQ(pool.allocated() - pool.freed(), pool.idle());
   }
 
-  sched::Scheduler scheduler_{sched::SchedulerOptions{.workers = 1}};
+  sched::Scheduler scheduler_{test::scheduler_options(GetParam(), {.workers = 1})};
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<FnItem> blocker_;
   Countdown held_{1};

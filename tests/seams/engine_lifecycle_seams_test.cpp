@@ -74,7 +74,8 @@ struct ClosingRead : Operation {
 // The scenario: 0 if it passed; 2 set-up failed, 3 the read never completed, 4 it completed
 // with something else than -ECANCELED. A deadlock never returns.
 int cancel_all_with_a_closing_completion(EngineOptions o) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  sched::Scheduler scheduler(
+      sched::SchedulerOptions{.workers = 1, .per_worker_parking = o.io_mode == IoMode::rings});
   o.inline_completions = true;
   auto engine = Engine::create(scheduler, o);
   if (!engine) return 2;

@@ -77,13 +77,15 @@ const char* to_string(IoMode mode) noexcept {
       return "workers";
     case IoMode::pollers:
       return "pollers";
+    case IoMode::rings:
+      return "rings";
   }
   return nullptr;
 }
 
 Result<std::optional<IoMode>> parse_io_mode(std::string_view text) {
   if (text.empty() || text == "auto") return std::optional<IoMode>{};
-  for (IoMode mode : {IoMode::workers, IoMode::pollers})
+  for (IoMode mode : {IoMode::workers, IoMode::pollers, IoMode::rings})
     if (text == to_string(mode)) return std::optional<IoMode>{mode};
   return invalid();
 }
@@ -103,7 +105,7 @@ Result<EngineOptions> EngineOptions::from_env(EngineOptions o) {
   if (const char* v = std::getenv("ARBOR_IO_MODE"); v != nullptr && *v != '\0') {
     auto mode = parse_io_mode(v);
     if (!mode) {
-      log::error("ARBOR_IO_MODE='{}' must be auto, workers or pollers", v);
+      log::error("ARBOR_IO_MODE='{}' must be auto, workers, pollers or rings", v);
       return mode.error();
     }
     o.io_mode = *mode;
@@ -200,7 +202,7 @@ Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
       timers_(std::make_unique<TimerQueue>()) {}
 
 Engine::~Engine() {
-  if (!pollers_.empty() || (driver_ != nullptr && !stopping())) {
+  if (!pollers_.empty() || ((driver_ != nullptr || worker_drivers_attached_) && !stopping())) {
     log::error(
         "io::Engine destroyed while its pollers run: own engines through "
         "std::unique_ptr<io::Engine>, whose deleter stops them first");
@@ -217,11 +219,34 @@ Result<Handle> Engine::handle(DescriptorRef socket) noexcept {
 }
 
 std::string describe_polling(const EngineOptions& options) {
+  if (options.io_mode == IoMode::rings) return "a ring per worker";
   if (options.io_mode != IoMode::pollers) return "polled by the workers";
   return std::to_string(options.pollers) + " poller thread(s)";
 }
 
+bool Engine::attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept {
+  return scheduler_.attach_worker_drivers(drivers);
+}
+
 std::error_code Engine::start_polling() noexcept {
+  if (options_.io_mode == IoMode::rings) {
+    sched::WorkerDrivers* drivers = worker_drivers();
+    if (drivers == nullptr) {
+      log::error(
+          "engine: the {} engine has no io mode 'rings' (a ring per worker is io_uring's); use "
+          "workers or pollers",
+          name());
+      return invalid();
+    }
+    if (!attach_worker_drivers(*drivers)) {
+      log::error(
+          "engine: io mode 'rings' needs a scheduler built with per_worker_parking and no other "
+          "engine's rings attached to it");
+      return std::make_error_code(std::errc::device_or_resource_busy);
+    }
+    worker_drivers_attached_ = true;
+    return {};
+  }
   if (options_.io_mode != IoMode::pollers) {
     try {
       driver_ = std::make_unique<EngineDriver>(*this);
@@ -254,6 +279,13 @@ std::error_code Engine::start_polling() noexcept {
 
 void Engine::stop() noexcept {
   if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  if (options_.io_mode == IoMode::rings) {
+    // Returns once every worker has closed its ring (drained on its own thread); the backend
+    // then finishes what was queued for rings that were never opened.
+    if (worker_drivers_attached_) scheduler_.detach_worker_drivers();
+    on_drivers_detached();
+    return;
+  }
   if (driver_ != nullptr) {
     // No worker is inside the driver once this returns, so this thread may finish its work.
     scheduler_.detach_driver();
@@ -269,7 +301,7 @@ void Engine::stop() noexcept {
 
 bool Engine::add_timer(Timer& timer) {
   const auto added = timers_->add(timer);
-  if (added == TimerQueue::Added::queued_earliest) wake(0);
+  if (added == TimerQueue::Added::queued_earliest) earlier_deadline();
   return added != TimerQueue::Added::cancelled;
 }
 
@@ -379,6 +411,21 @@ std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::E
   }
   if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
   return n;
+}
+
+std::size_t Engine::take_expired_timers(std::int64_t now, std::span<sched::Event> out,
+                                        std::span<Timer*> scratch) noexcept {
+  const std::size_t max = std::min(out.size(), scratch.size());
+  const std::size_t t = timers_->pop_expired(now, scratch.data(), max);
+  for (std::size_t i = 0; i < t; ++i)
+    out[i] = {&fire_timer, scratch[i], 0, 0};
+  return t;
+}
+
+void Engine::count_wait(std::size_t events) noexcept {
+  waits_.fetch_add(1, std::memory_order_relaxed);
+  if (events > largest_.load(std::memory_order_relaxed))
+    largest_.store(events, std::memory_order_relaxed);
 }
 
 EngineCounters Engine::counters() const noexcept {

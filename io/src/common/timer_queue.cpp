@@ -11,6 +11,7 @@ TimerQueue::Added TimerQueue::add(Timer& timer) {
   heap_.push_back(&timer);
   timer.heap_index = heap_.size() - 1;
   sift_up(timer.heap_index);
+  publish_earliest();
   if (timer.deadline_ns >= armed_) return Added::queued;
   armed_ = timer.deadline_ns;  // one wake per earlier deadline, not one per timer
   return Added::queued_earliest;
@@ -20,6 +21,11 @@ std::int64_t TimerQueue::arm() noexcept {
   std::lock_guard lock(mutex_);
   armed_ = heap_.empty() ? std::numeric_limits<std::int64_t>::max() : heap_.front()->deadline_ns;
   return armed_;
+}
+
+void TimerQueue::disarm() noexcept {
+  std::lock_guard lock(mutex_);
+  armed_ = std::numeric_limits<std::int64_t>::max();  // as if it slept towards no deadline
 }
 
 bool TimerQueue::cancel(Timer& timer) noexcept {
@@ -35,6 +41,7 @@ bool TimerQueue::cancel(Timer& timer) noexcept {
     sift_up(i);
     sift_down(last->heap_index);
   }
+  publish_earliest();
   return true;
 }
 
@@ -48,6 +55,7 @@ void TimerQueue::cancel_all(std::vector<Timer*>& out) {
     out.push_back(t);
   }
   heap_.clear();
+  publish_earliest();
 }
 
 std::size_t TimerQueue::pop_expired(std::int64_t now, Timer** out, std::size_t max) noexcept {
@@ -64,6 +72,7 @@ std::size_t TimerQueue::pop_expired(std::int64_t now, Timer** out, std::size_t m
     }
     out[n++] = top;
   }
+  if (n > 0) publish_earliest();
   return n;
 }
 

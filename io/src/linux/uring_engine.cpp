@@ -19,6 +19,10 @@
 namespace arbor::io {
 namespace uring {
 
+void Ring::report_submit_error(int e) noexcept {
+  log::error("io_uring submit failed: {}", std::strerror(-e));
+}
+
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   UringOp& state = state_of<UringOp>(op);
   switch (op.kind) {
@@ -83,18 +87,51 @@ std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexce
   return ok ? std::error_code{} : std::make_error_code(std::errc::function_not_supported);
 }
 
-std::error_code UringEngine::init() {
+namespace {
+// Rings mode has a ring per scheduler worker (spare workers park on a futex: a spare may exit
+// while the engine runs, and the sockets on its ring would have nobody to serve them).
+// `options`: the engine's, whose io mode the Engine base has filled in.
+std::size_t ring_count(sched::Scheduler& scheduler, const EngineOptions& options) {
+  if (options.io_mode == IoMode::rings) return static_cast<std::size_t>(scheduler.workers());
+  return static_cast<std::size_t>(options.io_mode == IoMode::pollers ? options.pollers : 1);
+}
+}  // namespace
+
+UringEngine::UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
+    : Engine(scheduler, options), rings_(ring_count(scheduler, this->options())) {}
+
+std::error_code UringEngine::init(bool attach) {
+  const bool rings_mode = options().io_mode == IoMode::rings;
   for (auto& r : rings_) {
     r = std::make_unique<Ring>();
     r->wakes = &wakes_;
     r->submits = &submits_;
+    r->engine = this;
     // Not with inline completions: a flush would run handlers inside start(), before it
     // returns, and with the poll right held.
     if (options().io_mode == IoMode::workers && !options().inline_completions)
       r->polled_by = &scheduler();
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
-    if (auto e = setup(*r)) return e;
+    if (rings_mode) {
+      // Set up by its worker (open_ring()); until then requests wait in its queue. Whether it
+      // has buffers is only known then: attach() must decide a socket's path before.
+      r->multishot = options().multishot;
+    } else if (auto e = setup(*r)) {
+      return e;
+    }
+  }
+  if (rings_mode) {
+    try {
+      worker_ring_drivers_.resize(rings_.size());
+      for (std::size_t i = 0; i < rings_.size(); ++i)
+        worker_ring_drivers_[i] = std::make_unique<WorkerRing>(
+            *this, *rings_[i], static_cast<int>(i), options().max_batch);
+    } catch (const std::bad_alloc&) {
+      return std::make_error_code(std::errc::not_enough_memory);
+    }
+    mode_ = "a ring per worker, set up by each worker";
+    if (!attach) return {};
   }
   return start_polling();
 }
@@ -129,6 +166,7 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
   if (!adopted) return adopted;
   descriptors_.fetch_add(1, std::memory_order_relaxed);
   auto& d = descriptor_cast<UringDescriptor>(*adopted->descriptor);
+  if (options().io_mode == IoMode::rings) place(d);
   if (ring_of(d).multishot) {
     const bool stream = posix::is_stream(handle);
     std::lock_guard guard(d.lock);
@@ -195,7 +233,7 @@ void UringEngine::cancel(Operation& op) noexcept {
     d.cancel_queued[side] = true;
     ring.push(d.cancel_request[side]);
   }
-  ring.wake_if_sleeping(&ring);  // cancellation is rare and should be prompt: no deferral
+  ring.kick();  // cancellation is rare and should be prompt: no deferral
 }
 
 void UringEngine::close(DescriptorRef socket) noexcept {
@@ -208,7 +246,7 @@ void UringEngine::close(DescriptorRef socket) noexcept {
     d->close_queued = true;
     ring.push(d->close_request);
   }
-  ring.wake_if_sleeping(&ring);
+  ring.kick();
 }
 
 void UringEngine::cancel_parked() noexcept {
@@ -224,19 +262,27 @@ void UringEngine::cancel_parked() noexcept {
       ring_of(d).push(d.cancel_request[side]);
     }
   });
-  for (auto& r : rings_)
-    r->wake_now();
+  for (auto& r : rings_) {
+    // Rings mode: a busy owner sees its queue when it looks; a sleeping one is woken.
+    if (options().io_mode == IoMode::rings)
+      r->kick();
+    else
+      r->wake_now();
+  }
+}
+
+void UringEngine::post_wake_read(Ring& r) noexcept {
+  if (r.wake_read_posted) return;
+  io_uring_sqe* sqe = r.get_sqe();
+  io_uring_prep_read(sqe, r.eventfd, &r.eventfd_value, sizeof r.eventfd_value, 0);
+  io_uring_sqe_set_data64(sqe, kWakeRead);
+  r.wake_read_posted = true;
 }
 
 std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
                               std::span<sched::Event> out) noexcept {
   Ring& r = *rings_[static_cast<std::size_t>(poller)];
-  if (!r.wake_read_posted) {
-    io_uring_sqe* sqe = r.get_sqe();
-    io_uring_prep_read(sqe, r.eventfd, &r.eventfd_value, sizeof r.eventfd_value, 0);
-    io_uring_sqe_set_data64(sqe, kWakeRead);
-    r.wake_read_posted = true;
-  }
+  post_wake_read(r);
   // Drain requests; announce sleep; drain again if something arrived meanwhile. A look that
   // will not sleep (a busy worker's) announces nothing: nobody need wake it.
   for (;;) {
@@ -255,12 +301,17 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
   r.sleeping.store(false, std::memory_order_relaxed);
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
     log::error("io_uring wait failed: {}", std::strerror(-e));
+  return reap_cqes(r, out);
+}
+
+std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcept {
   io_uring_cqe* cqes[512];
   const unsigned max = static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
   const unsigned n = io_uring_peek_batch_cqe(&r.ring, cqes, max);
   std::size_t count = 0;
   for (unsigned i = 0; i < n; ++i) {
     const std::uint64_t data = io_uring_cqe_get_data64(cqes[i]);
+    if ((cqes[i]->flags & IORING_CQE_F_MORE) == 0) --r.in_flight;  // its last CQE
     if (data == kIgnore) continue;
     if (data == kWakeRead) {
       r.wake_read_posted = false;
@@ -490,8 +541,10 @@ void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
   if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
   io_uring_submit(&r.ring);          // every SQE naming fd reaches the kernel before close(2)
   close_handle(fd);
-  descriptors_.fetch_sub(1, std::memory_order_relaxed);
   if (release) pool_.release(&d);
+  // Counted after the release: once counters() shows the socket gone, its descriptor (if it
+  // was idle) is free for the next attach, which tests that reuse it rely on.
+  descriptors_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 void UringEngine::complete(const sched::Event& event, sched::Disposition) noexcept {

@@ -1,10 +1,11 @@
 // UringEngine: the completion backend (Linux io_uring through liburing). This private header
-// holds what its two source files share: the poller-owned Ring, requests, io_uring's parts of a
+// holds what its source files share: the poller-owned Ring, requests, io_uring's parts of a
 // descriptor and of an operation, and the class. The design and its measurements are in
 // docs/architecture.md ("UringEngine"); the invariants kept here:
 // - Each ring has one thread at a time that prepares SQEs, submits and reaps: its poller thread,
-//   or in workers mode the worker holding the scheduler's poll right (called "the poller"
-//   below either way). Others hand it requests through `Ring::incoming` (a Treiber stack the
+//   in workers mode the worker holding the scheduler's poll right, in rings mode the worker
+//   that owns it (called "the poller" below in every case; uring_rings.cpp has the rings mode's
+//   own invariants). Others hand it requests through `Ring::incoming` (a Treiber stack the
 //   poller takes whole and reverses), pushed under the descriptor's lock, so the poller sees
 //   one socket's requests in the order they were made: a close always follows the starts
 //   before it.
@@ -21,6 +22,7 @@
 #include <liburing.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -30,11 +32,20 @@
 
 #include "arbor/io/engine.hpp"
 #include "arbor/io/submit_batch.hpp"
+#include "arbor/sched/worker_driver.hpp"
 #include "common/descriptor.hpp"
 #include "common/operation_state.hpp"
+#include "common/timer_watch.hpp"
 #include "linux/provided_buffers.hpp"
 
 namespace arbor::io::uring {
+
+class UringEngine;
+struct Ring;
+
+/// Rings mode: the ring the calling thread owns (set by WorkerRings::open() on the worker's
+/// thread, cleared by close()); nullptr on every other thread.
+inline thread_local Ring* this_thread_ring = nullptr;
 
 // CQE user data: an Operation* (single-shot), or one of these. Operations and descriptors are
 // at least 8-byte aligned, so a descriptor tagged with kMultishotTag cannot collide.
@@ -135,6 +146,20 @@ struct Ring {
   int eventfd = -1;
   std::uint64_t eventfd_value = 0;
   bool wake_read_posted = false;  // poller thread only
+  // Poller thread only: SQEs prepared whose last CQE has not been reaped yet (a multishot
+  // operation counts once, until the CQE without IORING_CQE_F_MORE). Rings mode drains a
+  // closing ring until it is 0: then the kernel holds nothing that points into our memory.
+  std::size_t in_flight = 0;
+  // Rings mode. `state`: whether the owning worker has opened the ring yet, and whether it has
+  // closed it for good (retired). seq_cst with `incoming`: a thread that pushed a request and
+  // then sees `retired` finishes the queue itself (there is no owner to submit it any more),
+  // and the owner retiring sets it before taking the queue a last time, so no request is lost.
+  enum class State : std::uint8_t { unopened, open, retired };
+  std::atomic<State> state{State::unopened};
+  // Sticky WorkerDriver::unpark(): the next wait() looks without waiting. seq_cst with
+  // `sleeping`, like `incoming`.
+  std::atomic<bool> unparked{false};
+  UringEngine* engine = nullptr;  // rings mode: who finishes the queue of a retired ring
   // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
   std::atomic<Request*> incoming{nullptr};
   std::atomic<bool> sleeping{false};
@@ -177,6 +202,10 @@ struct Ring {
     if (!SubmitBatch::defer(&Ring::flush, this)) flush(this);
   }
 
+  /// After a push: wake the poller if it announced sleep; in rings mode, if the ring is retired,
+  /// finish what is queued here and now (uring_rings.cpp).
+  void kick() noexcept;
+
   /// Workers mode: a worker that can take the poll right submits (and reaps) itself, with no
   /// wake; otherwise the holder drains the requests before it next sleeps, or is woken if it
   /// sleeps now.
@@ -193,32 +222,79 @@ struct Ring {
   /// but takes a scheduler hook and saves an enter only on a worker's way to idleness: none
   /// measurable on the HTTP server (single-shot receives, one enter per request either way;
   /// multishot queues nothing per request).
+  ///
+  /// Rings mode: the ring's owner leaves its own requests queued (no wake, no system call): it
+  /// drains and submits them with the same io_uring_enter that reaps, at its next look
+  /// (pending() says yes while they wait) or before it sleeps.
   static void flush(void* context) noexcept {
     auto* self = static_cast<Ring*>(context);
     if (self->polled_by != nullptr && self->polled_by->poll_driver()) return;
-    wake_if_sleeping(self);
+    if (self == this_thread_ring) return;
+    self->kick();
   }
 
-  /// Poller thread: an SQE, submitting what is queued first if the SQ is full.
+  /// Poller thread: an SQE, submitting what is queued first if the SQ is full. Counted in
+  /// `in_flight` (every SQE this engine prepares asks for a CQE).
   io_uring_sqe* get_sqe() noexcept {
     io_uring_sqe* sqe = io_uring_get_sqe(&ring);
     while (sqe == nullptr) {
       submits->fetch_add(1, std::memory_order_relaxed);
-      io_uring_submit(&ring);
+      if (const int e = io_uring_submit(&ring); e < 0 && e != -EAGAIN && e != -EBUSY && e != -EINTR)
+        report_submit_error(e);
       sqe = io_uring_get_sqe(&ring);
     }
+    ++in_flight;
     return sqe;
   }
+  static void report_submit_error(int e) noexcept;
+};
+
+// Rings mode: the driver a worker parks in, its own ring (uring_rings.cpp). Its buffers are the
+// owner's alone: wait() fills them, dispatch() hands them over.
+class WorkerRing final : public sched::WorkerDriver {
+ public:
+  WorkerRing(UringEngine& engine, Ring& ring, int index, std::size_t max_batch);
+  bool wait(std::int64_t timeout_ns) noexcept override;
+  void dispatch() noexcept override;
+  bool pending() const noexcept override;
+  void unpark() noexcept override;
+
+ private:
+  friend class UringEngine;
+  UringEngine& engine_;
+  Ring& ring_;
+  const int index_;
+  std::vector<sched::Event> events_;  // K IO events and up to K timers
+  std::vector<Timer*> fired_;         // scratch for the timers
+  std::size_t reaped_ = 0;            // events_[0, reaped_) wait for dispatch()
+  bool in_hand_ = false;              // counted in rings_in_hand_ (a paused clock only)
+  void leave_hand() noexcept;
+};
+
+// Rings mode: the scheduler's factory of WorkerRings, a ring per worker (uring_rings.cpp).
+class WorkerRings final : public sched::WorkerDrivers {
+ public:
+  explicit WorkerRings(UringEngine& engine) noexcept : engine_(engine) {}
+  sched::WorkerDriver* open(std::size_t worker) noexcept override;
+  void close(std::size_t worker, sched::WorkerDriver& driver) noexcept override;
+
+ private:
+  UringEngine& engine_;
 };
 
 class UringEngine final : public Engine {
  public:
-  UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : Engine(scheduler, options), rings_(static_cast<std::size_t>(poll_sets(options))) {}
+  UringEngine(sched::Scheduler& scheduler, const EngineOptions& options);
   ~UringEngine() override;
   /// Sets up the rings (probing features, falling back as the file comment says) and starts
-  /// the pollers.
-  std::error_code init();
+  /// the pollers. Rings mode: makes the rings' queues and eventfds (each ring itself is set up
+  /// by its worker's open()); `attach`: hands the WorkerRings to the scheduler (tests drive
+  /// them from threads of their own instead).
+  std::error_code init(bool attach = true);
+  /// Rings mode: the drivers a scheduler (or a test acting as its workers) opens.
+  sched::WorkerDrivers* worker_drivers() noexcept override {
+    return options().io_mode == IoMode::rings ? &worker_rings_ : nullptr;
+  }
 
   const char* name() const noexcept override { return "uring"; }
   const char* mode() const noexcept { return mode_; }
@@ -239,13 +315,24 @@ class UringEngine final : public Engine {
   void on_poller_start(int poller) noexcept override;
   void on_poller_stop(int poller) noexcept override;
   void backend_counters(EngineCounters& counters) const noexcept override;
+  void earlier_deadline() noexcept override;
+  void on_drivers_detached() noexcept override;
 
  private:
+  friend struct Ring;
+  friend class WorkerRing;
+  friend class WorkerRings;
+
   // --- core (uring_engine.cpp) -------------------------------------------------------------
   Ring& ring_of(const Descriptor& d) noexcept {
     return *rings_[static_cast<std::size_t>(d.poller)];
   }
   std::error_code setup(Ring& r);
+  // Poller thread: post the eventfd read a wake completes, unless one is posted.
+  static void post_wake_read(Ring& r) noexcept;
+  // Poller thread: turns up to out.size() CQEs into events (advancing the CQ past them);
+  // returns their number. The wake read's and cancels' CQEs produce none.
+  std::size_t reap_cqes(Ring& r, std::span<sched::Event> out) noexcept;
   // Under d.lock: the shared admission rule (admit()); if admitted, op's io_uring state is
   // constructed. False: op.result holds its inline result.
   bool admit_start(UringDescriptor& d, Operation& op) const noexcept;
@@ -305,7 +392,37 @@ class UringEngine final : public Engine {
   static void complete_claimed(const sched::Event& event, sched::Disposition) noexcept;
   static void complete_accepted(const sched::Event& event, sched::Disposition) noexcept;
 
+  // --- rings mode (uring_rings.cpp) ---------------------------------------------------------
+  // On worker `index`'s thread: set the ring up (single-issuer first), its buffers, its driver.
+  WorkerRing* open_ring(std::size_t index) noexcept;
+  // On the owner's thread: retire the ring, cancel and reap everything it has in flight,
+  // deliver what that completes, and exit the ring.
+  void close_ring(WorkerRing& driver) noexcept;
+  // Any thread, the ring retired: finish its queued requests without the kernel (starts and
+  // parked readers complete with -ECANCELED, closes close the fd).
+  void finish_retired(Ring& r) noexcept;
+  void refuse_close(UringDescriptor& d) noexcept;
+  // Owner: one wait of a WorkerRing (drain, sleep with the timer watch, reap, timers).
+  std::size_t wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) noexcept;
+  // Any thread: whether ring `index` is in the kernel waiting (its owner announced sleep).
+  bool ring_asleep(int index) const noexcept {
+    return rings_[static_cast<std::size_t>(index)]->sleeping.load(std::memory_order_seq_cst);
+  }
+  // The timer watch (common/timer_watch.hpp): ring `self`, back from the kernel, gives it up
+  // if it held it; hands it to a sleeping ring from `first` on (all of them, or all but the
+  // one before `first`), unparking it.
+  bool release_timer_watch(int self) noexcept;
+  void hand_over_timer_watch(int first, bool all) noexcept;
+  // After attach: a ring that will serve the descriptor (skips retired ones).
+  void place(UringDescriptor& d) noexcept;
+
   std::vector<std::unique_ptr<Ring>> rings_;
+  std::vector<std::unique_ptr<WorkerRing>> worker_ring_drivers_;  // rings mode, per ring
+  WorkerRings worker_rings_{*this};
+  TimerWatch timer_watch_;  // rings mode: which sleeping ring waits for the timers
+  // Rings mode with a paused (test) clock: rings between their reap and their dispatch.
+  std::atomic<int> rings_in_hand_{0};
+  std::atomic<bool> ring_mode_logged_{false};
   DescriptorPool<UringDescriptor> pool_;
   // What only io_uring counts (counters() reports them by name).
   std::atomic<std::uint64_t> submits_{0};

@@ -255,6 +255,13 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
       }
       if (more && !d.throttled && d.chunk_count >= kMaxChunks) stop_multishot(r, d);
     }
+    // A retired ring (rings mode, its owner closing it) starts nothing new: the reader the
+    // multishot operation leaves behind completes as cancelled.
+    if (claimed == nullptr && op != nullptr && !d.multishot_armed &&
+        r.state.load(std::memory_order_relaxed) == Ring::State::retired) {
+      claimed = op;
+      result = -ECANCELED;
+    }
     if (claimed != nullptr) {
       d.slot[0] = nullptr;
     } else if (op != nullptr && !d.multishot_armed && !d.closed) {

@@ -10,8 +10,11 @@
 // (sched/event_tree.hpp). Who waits depends on the io mode: by default the scheduler's workers
 // (the engine is the scheduler's Driver, sched/driver.hpp: a worker with nothing to run waits
 // in the kernel and runs the first tree it reaps itself), or dedicated poller threads that hand
-// every batch to the workers. Timers live here too: whoever waits on the first epoll set or
-// ring sleeps until the earliest deadline and adds the expired timers to every batch.
+// every batch to the workers, or (io_uring only) a ring per worker, each worker parked in its
+// own (the engine is the scheduler's WorkerDrivers, sched/worker_driver.hpp). Timers live
+// here too: whoever waits on the first epoll set or ring sleeps until the earliest deadline
+// and adds the expired timers to every batch (with a ring per worker: one sleeping ring, the
+// holder of the timer watch, io/src/common/timer_watch.hpp).
 //
 // Per socket, at most one read-side operation (receive, accept, receive_from) and one
 // write-side operation (send, send_vectored, connect, send_to) may be pending at a time; a
@@ -39,6 +42,7 @@
 #include "arbor/result.hpp"
 #include "arbor/sched/event_pool.hpp"
 #include "arbor/sched/scheduler.hpp"
+#include "arbor/sched/worker_driver.hpp"
 
 namespace arbor::io {
 class Engine;
@@ -66,12 +70,16 @@ enum class IoMode {
   workers,
   /// `pollers` dedicated threads, each handing what it reaps to the workers.
   pollers,
+  /// A ring per scheduler worker, created, submitted to, reaped and destroyed on its worker's
+  /// thread; each worker parks in its own ring (the scheduler must be built with
+  /// SchedulerOptions::per_worker_parking). io_uring only: the other engines refuse it.
+  rings,
 };
 
-/// "workers" or "pollers"; nullptr for anything else.
+/// "workers", "pollers" or "rings"; nullptr for anything else.
 const char* to_string(IoMode mode) noexcept;
-/// IoMode from "workers" or "pollers"; "auto" (or "") is nullopt, the engine's own default;
-/// anything else is invalid_argument.
+/// IoMode from "workers", "pollers" or "rings"; "auto" (or "") is nullopt, the engine's own
+/// default; anything else is invalid_argument.
 Result<std::optional<IoMode>> parse_io_mode(std::string_view text);
 
 struct EngineOptions {
@@ -82,7 +90,8 @@ struct EngineOptions {
   /// in, so an engine's options() always hold the mode it runs in.
   std::optional<IoMode> io_mode;
   /// Poller threads in IoMode::pollers (each with its own epoll set or ring; sockets are spread
-  /// round-robin). Workers mode has one epoll set or ring and ignores this.
+  /// round-robin). Workers mode has one epoll set or ring and ignores this, and so does rings
+  /// mode (a ring per scheduler worker).
   int pollers = 1;
   /// K: IO events harvested per wait, 1..4096. Poller 0 adds up to K expired timers to each
   /// batch, so a batch holds at most 2K events.
@@ -216,6 +225,14 @@ class Engine {
                            std::span<sched::Event> out) noexcept = 0;
   /// Makes poller's current or next wait() return soon. Any thread.
   virtual void wake(int poller) noexcept = 0;
+  /// IoMode::rings: the backend's drivers, one per worker, which start_polling() attaches to
+  /// the scheduler; nullptr (the default) if the backend has no such mode.
+  virtual sched::WorkerDrivers* worker_drivers() noexcept { return nullptr; }
+  /// A timer was queued with the earliest deadline: whoever sleeps towards the previous one
+  /// must look again. By default poller 0 does (wake(0)).
+  virtual void earlier_deadline() noexcept { wake(0); }
+  /// IoMode::rings, after the workers closed their drivers (on the thread calling stop()).
+  virtual void on_drivers_detached() noexcept {}
   /// cancel_all()'s backend half: cancel every operation parked in a descriptor. Runs after
   /// cancelling() became true; an operation that reaches a descriptor lock later sees it.
   virtual void cancel_parked() noexcept = 0;
@@ -241,6 +258,14 @@ class Engine {
     return options.io_mode == IoMode::pollers ? options.pollers : 1;
   }
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
+  /// The pending timers (rings mode: every ring's wait takes the expired ones).
+  TimerQueue& timer_queue() noexcept { return *timers_; }
+  /// Pops up to out.size() timers due at `now` into `out` as the events that fire them (inside
+  /// a SubmitBatch, as every timer); returns their number.
+  std::size_t take_expired_timers(std::int64_t now, std::span<sched::Event> out,
+                                  std::span<Timer*> scratch) noexcept;
+  /// Counts one wait that returned `events` events (counters()).
+  void count_wait(std::size_t events) noexcept;
 
   std::atomic<std::uint64_t> wakes_{0};
   std::atomic<std::uint64_t> descriptors_{0};
@@ -250,6 +275,8 @@ class Engine {
   friend struct EngineTestAccess;  // tests that feed deliver() directly
   friend class EngineDriver;       // workers mode: reap() and deliver() for the poll right's holder
   void run_poller(int poller) noexcept;
+  // IoMode::rings: attaches worker_drivers() to the scheduler (false if it refuses).
+  bool attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept;
   // A paused clock's slice: how long poller 0 waits before it looks at the clock again.
   static constexpr std::int64_t kPausedSliceNs = 200'000;
   // One wait on `poller` plus, on poller 0, the expired timers: returns the events in `events`
@@ -263,6 +290,7 @@ class Engine {
   const std::unique_ptr<TimerQueue> timers_;  // private to io (common/timer_queue.hpp)
   std::vector<std::thread> pollers_;
   std::unique_ptr<EngineDriver> driver_;  // workers mode, while attached to the scheduler
+  bool worker_drivers_attached_ = false;  // rings mode: detach them at stop()
   std::atomic<bool> stopping_{false};
   std::atomic<bool> cancelling_{false};
   std::atomic<std::uint64_t> waits_{0}, events_{0}, trees_{0}, largest_{0};

@@ -1,0 +1,440 @@
+// UringEngine, rings mode (IoMode::rings): a ring per scheduler worker, each worker parked in
+// its own (WorkerRing, a sched::WorkerDriver; WorkerRings opens and closes them).
+//
+// Invariants, on top of uring_engine.hpp's:
+// - A ring is created, submitted to, reaped and exited only on its owner's thread (the worker
+//   that opened it): it is single-issuer where the kernel allows, so no other thread may even
+//   submit. Everyone else reaches it through its request queue (`Ring::incoming`), and wakes
+//   the owner only if it announced sleep; the owner's own requests wait in the queue until its
+//   next look or sleep, which drains and submits them in the same io_uring_enter that reaps.
+// - Sockets are spread over the rings round-robin at attach, skipping retired rings. A ring
+//   not opened yet keeps its requests queued: its worker opens it at its next loop pass.
+// - Closing a ring (detach, or its worker exiting) retires it first, then, on the owner,
+//   cancels everything it has in flight and reaps until nothing is (`Ring::in_flight` == 0)
+//   before exiting it, so the kernel never writes into memory we gave back. Requests that reach
+//   a retired ring are finished by whoever queued them, without the kernel: starts and waiting
+//   readers complete with -ECANCELED, closes close the fd (finish_retired()).
+// - Timers: the TimerQueue is shared. One sleeping ring holds the timer watch and sleeps
+//   towards the earliest deadline (common/timer_watch.hpp says how it moves); any ring's wait
+//   takes the timers due, and a busy owner's pending() says yes once one is.
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "arbor/io/clock.hpp"
+#include "arbor/io/log.hpp"
+#include "arbor/sync/timespec.hpp"
+#include "common/timer_queue.hpp"
+#include "linux/uring_engine.hpp"
+
+namespace arbor::io::uring {
+namespace {
+
+constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
+// A paused (test) clock: how long the watcher waits before it looks at the clock again.
+constexpr std::int64_t kPausedClockSliceNs = 200'000;
+// A closing ring waits this long at a time for what it cancelled, saying so if it must wait
+// again (a request the kernel cannot cancel would otherwise hang the close silently).
+constexpr std::int64_t kCloseWaitNs = 1'000'000'000;
+
+struct RingSetup {
+  unsigned flags;
+  const char* mode;
+};
+// Preferred first. Single-issuer with deferred task work: completions are worked off only when
+// the owner enters the kernel to reap (no interrupts while it runs items), and TASKRUN_FLAG
+// makes "is anything waiting?" one load of the SQ flags (pending()). Then cooperative task
+// work, which also spares the owner interrupts, then a basic ring (its CQEs appear in the CQ,
+// which pending() also looks at).
+constexpr RingSetup kRingSetups[] = {
+    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+     "single-issuer, deferred task work"},
+    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work"},
+    {0, "basic"},
+};
+
+// Sets `r` up on the calling thread (its owner); returns the set-up's name or the error.
+Result<const char*> set_up_owned_ring(Ring& r, unsigned entries) noexcept {
+  int e = -EINVAL;
+  for (const RingSetup& s : kRingSetups) {
+    io_uring_params params{};
+    params.flags = s.flags | IORING_SETUP_CLAMP;
+    e = io_uring_queue_init_params(entries, &r.ring, &params);
+    if (e < 0) continue;
+    r.initialised = true;
+    if (auto missing = check_ring(r.ring, params)) return missing;
+    return s.mode;
+  }
+  return std::error_code{-e, std::system_category()};
+}
+
+}  // namespace
+
+void Ring::kick() noexcept {
+  wake_if_sleeping(this);
+  // seq_cst, after the push (itself seq_cst): pairs with close_ring()'s store of `retired`
+  // before its last take of the queue, so a request is finished by one side or the other.
+  if (state.load(std::memory_order_seq_cst) == State::retired) engine->finish_retired(*this);
+}
+
+// --- the drivers ----------------------------------------------------------------------------
+
+WorkerRing::WorkerRing(UringEngine& engine, Ring& ring, int index, std::size_t max_batch)
+    : engine_(engine), ring_(ring), index_(index), events_(2 * max_batch), fired_(max_batch) {}
+
+bool WorkerRing::wait(std::int64_t timeout_ns) noexcept {
+  reaped_ = engine_.wait_in_ring(*this, timeout_ns);
+  return reaped_ > 0;
+}
+
+void WorkerRing::dispatch() noexcept {
+  const std::size_t n = reaped_;
+  reaped_ = 0;
+  engine_.deliver({events_.data(), n}, /*keep_first=*/true);
+  leave_hand();  // queued now: the scheduler's idle() sees them
+}
+
+void WorkerRing::leave_hand() noexcept {
+  if (!in_hand_) return;
+  in_hand_ = false;
+  engine_.rings_in_hand_.fetch_sub(1, std::memory_order_seq_cst);
+}
+
+bool WorkerRing::pending() const noexcept {
+  // Relaxed loads: a hint, read again properly by the wait(0) a yes leads to; a request pushed
+  // a moment ago is seen at the next look, or its pusher wakes us if we sleep.
+  if (ring_.incoming.load(std::memory_order_relaxed) != nullptr) return true;
+  // Deferred (or cooperative) task work waits for our next entry into the kernel.
+  if (IO_URING_READ_ONCE(*ring_.ring.sq.kflags) & IORING_SQ_TASKRUN) return true;
+  if (io_uring_cq_ready(&ring_.ring) > 0) return true;
+  // Every ring's look catches a due timer, not only the watcher's: the watcher may be the one
+  // running a long item while nobody sleeps. The clock is read only while timers are pending.
+  const std::int64_t next = engine_.timer_queue().earliest();
+  return next != kNever && next <= now_ns();
+}
+
+void WorkerRing::unpark() noexcept {
+  // seq_cst store, then the seq_cst load of `sleeping` in wake_if_sleeping: pairs with the
+  // owner's store of `sleeping` then load of `unparked` in wait_in_ring (a Dekker pair).
+  ring_.unparked.store(true, std::memory_order_seq_cst);
+  Ring::wake_if_sleeping(&ring_);
+}
+
+sched::WorkerDriver* WorkerRings::open(std::size_t worker) noexcept {
+  return engine_.open_ring(worker);
+}
+
+void WorkerRings::close(std::size_t, sched::WorkerDriver& driver) noexcept {
+  engine_.close_ring(static_cast<WorkerRing&>(driver));
+}
+
+// --- the engine's side ----------------------------------------------------------------------
+
+WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
+  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
+  Ring& r = *rings_[index];
+  if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
+    return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
+  auto mode = set_up_owned_ring(r, options().ring_entries);
+  if (mode && r.multishot) {
+    // Buffer rings come with multishot accept; multishot receive is checked by its first use.
+    // Without them, no ring uses multishot receives (the flag is the engine's); accepts need
+    // no buffers.
+    if (auto failed = r.buffers.init(r.ring, kBufferCount, kBufferSize)) {
+      log::warn("io_uring: worker {}'s ring has no buffer ring ({}); single-shot receives", index,
+                failed.message());
+      multishot_receive_.store(false, std::memory_order_relaxed);
+    }
+  }
+  Ring::State expected = Ring::State::unopened;
+  if (!mode ||
+      !r.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst)) {
+    if (!mode)
+      log::error(
+          "io_uring: worker {}'s ring cannot be set up ({}); the worker parks on a futex and "
+          "its sockets' operations complete with ECANCELED",
+          index, mode.error().message());
+    if (r.initialised) io_uring_queue_exit(&r.ring);
+    r.initialised = false;
+    r.state.store(Ring::State::retired, std::memory_order_seq_cst);
+    finish_retired(r);
+    return nullptr;
+  }
+  if (!ring_mode_logged_.exchange(true, std::memory_order_relaxed))
+    log::info("io_uring: a ring per worker ({}, {} entries)", *mode, options().ring_entries);
+  else
+    log::debug("io_uring: worker {}'s ring: {}", index, *mode);
+  this_thread_ring = &r;
+  return worker_ring_drivers_[index].get();
+}
+
+void UringEngine::place(UringDescriptor& d) noexcept {
+  const std::size_t n = rings_.size();
+  std::lock_guard guard(d.lock);
+  for (std::size_t k = 0; k < n; ++k) {
+    const std::size_t i = (static_cast<std::size_t>(d.poller) + k) % n;
+    if (rings_[i]->state.load(std::memory_order_acquire) != Ring::State::retired) {
+      d.poller = static_cast<int>(i);
+      return;
+    }
+  }
+  // Every ring retired (the engine is stopping): its operations complete with -ECANCELED.
+}
+
+std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) noexcept {
+  Ring& r = w.ring_;
+  const int self = w.index_;
+  const std::size_t k = options().max_batch;
+  post_wake_read(r);
+  // Drain requests; announce sleep; drain again if something arrived meanwhile (the Dekker
+  // pairs with pushers on `incoming` and with unpark() on `unparked`).
+  for (;;) {
+    if (r.unparked.exchange(false, std::memory_order_seq_cst)) timeout_ns = 0;
+    drain(r);
+    r.buffers.publish();  // buffers workers gave back, before the kernel needs them
+    if (timeout_ns == 0) break;
+    r.sleeping.store(true, std::memory_order_seq_cst);
+    if (r.incoming.load(std::memory_order_seq_cst) == nullptr &&
+        !r.unparked.load(std::memory_order_seq_cst))
+      break;
+    r.sleeping.store(false, std::memory_order_relaxed);
+  }
+  bool watching = false;
+  bool paused = false;
+  if (timeout_ns != 0 && timer_watch_.take(self, [this](int i) { return ring_asleep(i); })) {
+    watching = true;
+    // arm() records the deadline we sleep towards under the queue's lock: a timer added later
+    // with an earlier one gets Added::queued_earliest, and earlier_deadline() unparks us.
+    const std::int64_t deadline = timer_queue().arm();
+    if (deadline != kNever) {
+      paused = clock_paused();
+      const std::int64_t now = now_ns();
+      const std::int64_t left = deadline <= now ? 0 : deadline - now;
+      std::int64_t until = left;
+      if (left <= 0 || (paused && scheduler().idle()))
+        until = 0;  // due, or paused and maybe about to jump: look without waiting
+      else if (paused)
+        until = std::min(left, kPausedClockSliceNs);
+      timeout_ns = timeout_ns < 0 ? until : std::min(timeout_ns, until);
+    }
+  }
+  if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
+  int e;
+  if (timeout_ns == 0) {
+    e = io_uring_submit_and_get_events(&r.ring);  // runs deferred task work, waits for nothing
+  } else {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(timeout_ns);
+    e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, timeout_ns > 0 ? &ts : nullptr, nullptr);
+  }
+  // seq_cst: ordered before the watch's release below (see timer_watch.hpp).
+  r.sleeping.store(false, std::memory_order_seq_cst);
+  // A paused clock jumps only when nothing is left to run, and what this ring reaps or pops
+  // below is not in any queue until dispatch(): count the ring as holding work until then, so
+  // another ring's watcher does not jump the clock past a timer popped here and not yet run.
+  if (clock_paused()) {
+    rings_in_hand_.fetch_add(1, std::memory_order_seq_cst);
+    w.in_hand_ = true;
+  }
+  if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
+    log::error("io_uring wait failed: {}", std::strerror(-e));
+  std::size_t n = reap_cqes(r, {w.events_.data(), k});
+  const bool released = release_timer_watch(self);
+  // Paused, with nothing reaped and nothing for any worker to do: time jumps to the next
+  // deadline, as Engine::reap() does for poller 0.
+  if (watching && paused && n == 0 &&
+      rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
+      scheduler().idle()) {
+    const std::int64_t next = timer_queue().arm();
+    if (next != kNever) advance_clock_to(next);
+  }
+  // The watcher asks the queue itself (under its lock); others trust the hint.
+  if (watching || timer_queue().earliest() != kNever) {
+    const std::int64_t now = now_ns();
+    if (watching || timer_queue().earliest() <= now)
+      n += take_expired_timers(now, std::span(w.events_).subspan(n, k), w.fired_);
+  }
+  if (released && timer_queue().earliest() != kNever) hand_over_timer_watch(self + 1, false);
+  count_wait(n);
+  if (n == 0) w.leave_hand();
+  return n;
+}
+
+void UringEngine::earlier_deadline() noexcept {
+  if (options().io_mode != IoMode::rings) {
+    wake(0);
+    return;
+  }
+  const int holder = timer_watch_.holder();
+  if (holder != TimerWatch::kNone) {
+    worker_ring_drivers_[static_cast<std::size_t>(holder)]->unpark();
+    return;
+  }
+  // No holder: a sleeper, if any, gets the watch (with none, the next one to sleep takes it,
+  // and the busy owners' looks catch the deadline meanwhile).
+  hand_over_timer_watch(0, true);
+}
+
+bool UringEngine::release_timer_watch(int self) noexcept {
+  if (timer_watch_.holder() != self) return false;
+  // Disarmed first: once the watch is free, every add must look for a sleeper (timer_watch.hpp).
+  timer_queue().disarm();
+  return timer_watch_.release(self);
+}
+
+void UringEngine::hand_over_timer_watch(int first, bool all) noexcept {
+  const int rings = static_cast<int>(rings_.size());
+  const int next = timer_watch_.hand_over(first, all ? rings : rings - 1, rings,
+                                          [this](int i) { return ring_asleep(i); });
+  if (next != TimerWatch::kNone) worker_ring_drivers_[static_cast<std::size_t>(next)]->unpark();
+}
+
+void UringEngine::close_ring(WorkerRing& w) noexcept {
+  Ring& r = w.ring_;
+  // Retired before the queue is taken (kick() says why); from now on nothing prepares an SQE
+  // for an operation on this ring, so what the walk below cancels is all there is.
+  r.state.store(Ring::State::retired, std::memory_order_seq_cst);
+  this_thread_ring = nullptr;  // our own requests now go through kick() too
+  finish_retired(r);
+  pool_.for_each([&](UringDescriptor& d) {
+    std::lock_guard guard(d.lock);
+    if (d.poller != w.index_) return;
+    for (Operation* op : d.slot) {
+      if (op == nullptr || state_of<UringOp>(*op).parked) continue;  // parked: no SQE
+      io_uring_sqe* sqe = r.get_sqe();
+      io_uring_prep_cancel(sqe, op, 0);
+      io_uring_sqe_set_data64(sqe, kIgnore);
+    }
+    if (d.multishot_armed && !d.throttled) stop_multishot(r, d);
+  });
+  if (r.wake_read_posted) {
+    io_uring_sqe* sqe = r.get_sqe();
+    io_uring_prep_cancel64(sqe, kWakeRead, 0);
+    io_uring_sqe_set_data64(sqe, kIgnore);
+  }
+  const std::size_t k = options().max_batch;
+  while (r.in_flight > 0) {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
+    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
+    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+      log::error("io_uring: closing worker {}'s ring: wait failed ({}); {} request(s) abandoned",
+                 w.index_, std::strerror(-e), r.in_flight);
+      break;
+    }
+    const std::size_t n = reap_cqes(r, {w.events_.data(), k});
+    if (n == 0 && e == -ETIME)
+      log::warn("io_uring: closing worker {}'s ring: {} request(s) still in the kernel", w.index_,
+                r.in_flight);
+    deliver({w.events_.data(), n});
+    finish_retired(r);  // requests that completions on other workers queued meanwhile
+  }
+  // The timer watch goes to a ring still sleeping, if this one held it.
+  if (release_timer_watch(w.index_) && timer_queue().earliest() != kNever)
+    hand_over_timer_watch(w.index_ + 1, false);
+  io_uring_queue_exit(&r.ring);
+  r.initialised = false;
+}
+
+void UringEngine::on_drivers_detached() noexcept {
+  for (std::size_t i = 0; i < rings_.size(); ++i) {
+    Ring& r = *rings_[i];
+    Ring::State expected = Ring::State::unopened;
+    if (r.state.compare_exchange_strong(expected, Ring::State::retired,
+                                        std::memory_order_seq_cst)) {
+      finish_retired(r);  // never opened: what waits in its queue completes now
+    } else if (expected == Ring::State::open) {
+      log::error("io_uring: worker {}'s ring is still open after the drivers were detached", i);
+    }
+  }
+}
+
+void UringEngine::finish_retired(Ring& r) noexcept {
+  // seq_cst: the other half of kick()'s pair (see there).
+  Request* list = r.incoming.exchange(nullptr, std::memory_order_seq_cst);
+  Request* fifo = nullptr;
+  while (list != nullptr) {  // reverse: requests in the order they were made
+    Request* next = list->next;
+    list->next = fifo;
+    fifo = list;
+    list = next;
+  }
+  while (fifo != nullptr) {
+    Request* request = fifo;
+    fifo = fifo->next;
+    switch (request->kind) {
+      case RequestKind::start:
+        finish_refused(*static_cast<Operation*>(request->owner));
+        break;
+      case RequestKind::cancel_read:
+      case RequestKind::cancel_write:
+      case RequestKind::arm: {
+        // A reader parked for a multishot operation that will not run (arm) or that it asked
+        // to leave (cancel) completes now; one with an SQE in flight completes when the owner's
+        // close cancels it.
+        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        Operation* claimed = nullptr;
+        {
+          std::lock_guard guard(d.lock);
+          Operation* op = parked(d);
+          if (request->kind == RequestKind::arm) {
+            d.arm_queued = false;
+            if (d.multishot_armed) op = nullptr;
+          } else {
+            const int side = request->kind == RequestKind::cancel_read ? 0 : 1;
+            d.cancel_queued[side] = false;
+            if (side != 0 ||
+                (op != nullptr && !op->cancel_requested.load(std::memory_order_relaxed)))
+              op = nullptr;
+          }
+          if (op != nullptr) d.slot[0] = nullptr;
+          claimed = op;
+        }
+        if (claimed != nullptr) deliver_claimed(*claimed, -ECANCELED);
+        break;
+      }
+      case RequestKind::close:
+        refuse_close(*static_cast<UringDescriptor*>(request->owner));
+        break;
+    }
+  }
+}
+
+void UringEngine::refuse_close(UringDescriptor& d) noexcept {
+  Handle fd = kInvalidHandle;
+  bool release = false;
+  Operation* claimed = nullptr;
+  std::vector<Handle> orphans;  // accepted, never taken (close is not a hot path)
+  {
+    std::lock_guard guard(d.lock);
+    d.close_queued = false;
+    claimed = parked(d);
+    if (claimed != nullptr) d.slot[0] = nullptr;
+    // The buffers stay where they are: the ring that lent them is gone (or going).
+    d.chunk_head = d.chunk_tail = ProvidedBuffers::kNone;
+    d.chunk_count = 0;
+    d.has_end = false;
+    orphans.swap(d.accepted);
+    orphans.erase(orphans.begin(), orphans.begin() + static_cast<std::ptrdiff_t>(d.accepted_head));
+    d.accepted_head = 0;
+    if (d.busy == 0 && !d.fd_closed) {
+      d.fd_closed = true;
+      fd = d.fd;
+      release = d.idle();
+    }
+  }
+  if (claimed != nullptr) deliver_claimed(*claimed, -ECANCELED);
+  for (Handle h : orphans)
+    close_handle(h);
+  if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
+  // An SQE still in the kernel that names fd holds its own reference to the file, so the
+  // number may be reused at once: nothing will submit an SQE naming it again.
+  close_handle(fd);
+  if (release) pool_.release(&d);
+  descriptors_.fetch_sub(1, std::memory_order_relaxed);  // after: see close_now()
+}
+
+}  // namespace arbor::io::uring
