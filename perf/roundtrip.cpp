@@ -52,7 +52,8 @@ struct RoundTrip {
 
 int main(int argc, char** argv) {
   const roundtrip::Config config = roundtrip::parse(argc, argv);
-  Scheduler scheduler(arbor::sched::SchedulerOptions{.workers = config.threads});
+  Scheduler scheduler(arbor::sched::SchedulerOptions{
+      .workers = config.threads, .per_worker_parking = config.per_worker_parking});
   RoundTrip rt(config);
   rt.client.set_runtime("arbor");
   rt.client.start();

@@ -11,6 +11,8 @@
 //     --chunked   run for 10 s printing the per-request average of every 20,000 requests
 //     --tail-ns N housekeeping tail: busy until N ns of steady_clock have passed (default 1,000)
 //     --pause-ns  print the measured cost of one pause iteration and exit
+//     --per-worker-parking  arbor only: each worker parks on a futex of its own (the protocol of
+//                 the ring-per-worker mode) instead of the shared LIFO semaphore
 //
 // One round trip: the client (running on the pool) queues the server item to the global
 // queue; the server item queues the reply item to the global queue and then, in housekeeping
@@ -70,6 +72,7 @@ struct Config {
   bool chunked = false;
   int threads = 0;                 // 0: the CPUs available
   std::int64_t tail_ns = kTailNs;  // housekeeping tail, steady_clock nanoseconds
+  bool per_worker_parking = false;
   const char* label = "reply, then exit        ";
 };
 
@@ -94,7 +97,7 @@ inline double pause_ns() {
 [[noreturn]] inline void usage(const char* program, const char* problem) {
   std::fprintf(stderr,
                "%s: %s\nusage: %s exit|housekeeping|spaced [WARMUP] [REQUESTS] [--chunked] "
-               "[--threads N] [--tail-ns N]\n",
+               "[--threads N] [--tail-ns N] [--per-worker-parking]\n",
                program, problem, program);
   std::exit(2);
 }
@@ -116,6 +119,8 @@ inline Config parse(int argc, char** argv) {
     } else if (a == "--pause-ns") {
       std::printf("%.1f\n", pause_ns());
       std::exit(0);
+    } else if (a == "--per-worker-parking") {
+      c.per_worker_parking = true;
     } else if (a == "--tail") {
       usage(argv[0], "--tail (pause iterations) was replaced by --tail-ns (nanoseconds)");
     } else if (a == "--tail-ns" && i + 1 < argc) {

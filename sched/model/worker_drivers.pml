@@ -276,7 +276,16 @@ inline notify() {
 #endif
      atomic {                                    /* S4: lock; pop; CLAIMED; unlock */
        if
-       :: sp > 0 -> pop_top(); sleep[v] = CLAIMED; nclaimed++; got_v = true;
+#if defined(FIX_COUNT_UNDER_LOCK) && !defined(SPEC_NO_S3_RECHECK)
+       /* The code (review-pw): S3 again on idle_state_ loaded under the lock, so a notifier
+          whose S2 load predates another's claim does not claim a second sleeper. */
+       :: SRCH(idle) != 0 || UNP(idle) >= N ->
+          printf("%c%d S4 re-checks S3 under the lock: returns\n", WHO)
+       :: SRCH(idle) == 0 && UNP(idle) < N && sp > 0 -> pop_top();
+#else
+       :: sp > 0 -> pop_top();
+#endif
+          sleep[v] = CLAIMED; nclaimed++; got_v = true;
           inflight++;
 #ifdef FIX_COUNT_UNDER_LOCK
           idle = idle + ONE_U + ONE_S; pending++; inflight--;
@@ -284,7 +293,11 @@ inline notify() {
 #else
           printf("%c%d S4 claims w%d\n", WHO, v)
 #endif
+#if defined(FIX_COUNT_UNDER_LOCK) && !defined(SPEC_NO_S3_RECHECK)
+       :: SRCH(idle) == 0 && UNP(idle) < N && sp == 0 -> printf("%c%d S4 finds no sleeper\n", WHO)
+#else
        :: else -> printf("%c%d S4 finds no sleeper\n", WHO)
+#endif
 #ifdef COUNT_THEN_CLAIM
           ; inflight++                            /* ghost: the counted wake has nobody */
 #endif

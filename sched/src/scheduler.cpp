@@ -76,6 +76,7 @@ std::atomic<void (*)()> before_park_sleep_hook{nullptr};
 std::atomic<void (*)()> release_unwoken_hook{nullptr};
 std::atomic<void (*)()> release_woke_hook{nullptr};
 std::atomic<void (*)()> after_park_wake_hook{nullptr};
+std::atomic<void (*)()> before_sleeper_claim_hook{nullptr};
 }  // namespace detail
 
 namespace {
@@ -145,9 +146,21 @@ void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
   after_park_wake_hook.store(hook, std::memory_order_relaxed);
 }
 
+void test_hooks::set_before_sleeper_claim(void (*hook)()) noexcept {
+  detail::before_sleeper_claim_hook.store(hook, std::memory_order_relaxed);
+}
+
 Scheduler::Worker*& Scheduler::this_worker() noexcept {
   thread_local Worker* worker = nullptr;
   return worker;
+}
+
+void Scheduler::abort_if_on_worker(const char* function) const noexcept {
+  if (current() != this) return;
+  // A bug in the caller, not a runtime condition: the call would wait for its own thread.
+  std::fprintf(stderr, "arbor::sched::Scheduler::%s() called from one of its own workers\n",
+               function);
+  std::abort();
 }
 
 Scheduler* Scheduler::current() noexcept {
@@ -705,11 +718,7 @@ bool Scheduler::attach_driver(Driver& driver) noexcept {
 }
 
 void Scheduler::detach_driver() noexcept {
-  if (current() == this) {
-    std::fputs("arbor::sched::Scheduler::detach_driver() called from one of its own workers\n",
-               stderr);
-    std::abort();
-  }
+  abort_if_on_worker("detach_driver");
   Driver* driver = driver_.exchange(nullptr, std::memory_order_seq_cst);
   if (driver == nullptr) return;
   // A holder may be waiting in it with no deadline: unpark until it lets go. Unparks are
@@ -786,6 +795,11 @@ void Scheduler::enter_blocking() noexcept {
       ++count;
     }
     if (first != nullptr) global_.push_batch(first, last, count);
+    // With a driver of our own nobody else can reap it (a ring per worker has one issuer):
+    // what has completed so far goes to everyone too (dispatched inside an item while
+    // `blocking` is set: to the global queue). What completes during the region waits for its
+    // end; see blocking_region.hpp.
+    if (per_worker_) look_into_own_driver(*w, /*inside_item=*/true);
   }
   if (!notify_parked()) start_spare_if_needed();
 }
@@ -824,11 +838,7 @@ void Scheduler::start_spare_if_needed() noexcept {
 }
 
 std::uint64_t Scheduler::stop() noexcept {
-  if (current() == this) {
-    // A worker cannot join itself; this is a bug in the caller, not a runtime condition.
-    std::fputs("arbor::sched::Scheduler::stop() called from one of its own workers\n", stderr);
-    std::abort();
-  }
+  abort_if_on_worker("stop");  // a worker cannot join itself
   std::lock_guard stop_lock(stop_mutex_);
   if (stopped_) return 0;
   {

@@ -30,8 +30,6 @@
 // is its own next item, and dispatch() wakes a helper for a surplus
 // (SchedulerWorkerDrivers.AWakeForOwnIoWakesNobodyElse).
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <mutex>
 #include <thread>
 
@@ -138,9 +136,18 @@ bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
   if (searching_of(s) != 0) return true;
   if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
     return true;
+  if (auto* hook = detail::before_sleeper_claim_hook.load(std::memory_order_relaxed)) hook();
   Worker* futex_sleeper = nullptr;
   {
     std::lock_guard lock(sleepers_mutex_);  // S4
+    // S3 again on a load taken under the lock: every claim is counted under it, so one made
+    // since our load above is seen here, and two notifiers that both saw nobody searching do
+    // not each claim a sleeper (the shared mode's CAS gives the same). Still after our S2
+    // fence, so the Dekker argument holds for this load as for the first.
+    s = idle_state_.load(std::memory_order_relaxed);
+    if (searching_of(s) != 0) return true;
+    if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+      return true;
     if (sleeper_stack_.empty()) return false;
     Worker& v = *sleeper_stack_.back();
     sleeper_stack_.pop_back();
@@ -241,7 +248,16 @@ void Scheduler::close_own_driver(Worker& w) noexcept {
 
 bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
   if (!per_worker_) return false;
-  std::lock_guard guard(attach_mutex_);
+  // On a worker, try_lock, not lock: a detach holds the mutex while it waits for every worker
+  // to close its driver, and this worker would never close it (deadlock). So from a worker an
+  // attach is refused while another attach or a detach is under way (drivers are attached
+  // until then). Elsewhere it waits, as before (try_lock may also fail spuriously).
+  std::unique_lock guard(attach_mutex_, std::defer_lock);
+  if (current() == this) {
+    if (!guard.try_lock()) return false;
+  } else {
+    guard.lock();
+  }
   if (worker_drivers_.load(std::memory_order_relaxed) != nullptr) return false;
   worker_drivers_.store(&drivers, std::memory_order_seq_cst);
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
@@ -252,18 +268,18 @@ bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
 }
 
 void Scheduler::detach_worker_drivers() noexcept {
-  if (current() == this) {
-    std::fputs("arbor::sched::Scheduler::detach_worker_drivers() called from one of its workers\n",
-               stderr);
-    std::abort();
-  }
+  abort_if_on_worker("detach_worker_drivers");
   std::lock_guard guard(attach_mutex_);
   if (worker_drivers_.exchange(nullptr, std::memory_order_seq_cst) == nullptr) return;
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
   claim_all_sleepers();  // as in attach: each closes its driver on its own thread
-  // Acquire pairs with close_own_driver()'s release: their last uses come before our return.
-  for (int open = open_drivers_.load(std::memory_order_acquire); open != 0;
-       open = open_drivers_.load(std::memory_order_acquire))
+  // seq_cst, not just acquire: this load and sync_own_driver()'s are the two halves of a store-
+  // buffering pair (we store worker_drivers_, then load the count; it adds to the count, then
+  // loads worker_drivers_). With an acquire load here, both may read the old values (ARMv8.3
+  // LDAPR may pass the exchange's store), and we would return while it opens the old drivers.
+  // It also acquires close_own_driver()'s release: their last uses come before our return.
+  for (int open = open_drivers_.load(std::memory_order_seq_cst); open != 0;
+       open = open_drivers_.load(std::memory_order_seq_cst))
     open_drivers_.wait(open, std::memory_order_acquire);
 }
 

@@ -17,6 +17,7 @@
 
 #include "arbor/sched/blocking_region.hpp"
 #include "arbor/sched/scheduler.hpp"
+#include "arbor/sched/test_hooks.hpp"
 #include "arbor/sched/worker_driver.hpp"
 #include "arbor/sync/futex.hpp"
 #include "test_support.hpp"
@@ -122,6 +123,7 @@ class FakeDrivers final : public WorkerDrivers {
       : scheduler_(s), without_(std::move(without)), drivers_(slots), open_(slots) {}
 
   WorkerDriver* open(std::size_t worker) noexcept override {
+    if (on_open) on_open(worker);  // outside the lock: it may wait
     std::lock_guard lock(mutex_);
     EXPECT_LT(worker, drivers_.size());
     if (without_ && without_(worker)) return nullptr;
@@ -166,6 +168,7 @@ class FakeDrivers final : public WorkerDrivers {
   }
 
   std::function<void(FakeWorkerDriver&)> on_close;  // set before attaching; under the lock
+  std::function<void(std::size_t)> on_open;         // set before attaching; not under the lock
 
  private:
   Scheduler& scheduler_;
@@ -449,6 +452,273 @@ TEST(SchedulerWorkerDrivers, ASpareStartedForABlockingRegionParksAndWakesToo) {
   wait_or_exit(last, "an outside submit with a spare asleep");
   s.detach_worker_drivers();
   s.stop();
+}
+
+// The item in a BlockingRegion below looks for the fake driver its worker opened.
+FakeWorkerDriver* own_driver(FakeDrivers& drivers, std::size_t slots) {
+  for (std::size_t i = 0; i < slots; ++i)
+    if (drivers.at(i) != nullptr && drivers.at(i)->owner() == std::this_thread::get_id())
+      return drivers.at(i);
+  return nullptr;
+}
+
+// Catches: completions already reaped-able when a worker enters a BlockingRegion left in its
+// driver, where nobody else can reap them (a ring per worker has one issuer), so that an item
+// blocking on IO it queued on its own ring deadlocks. Found by review. Entering the region
+// looks into the worker's own driver and hands what it finds to everyone.
+TEST(SchedulerWorkerDrivers, ACompletionReadyWhenAWorkerEntersABlockingRegionRunsElsewhere) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers, /*spares=*/1));
+  FakeDrivers drivers(s, kWorkers + 1);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  RecordingItem completion;
+  Countdown completion_done(1);
+  completion.done = &completion_done;
+  std::atomic<bool> ran_during_region{false};
+  std::atomic<std::thread::id> blocked_on{};
+  Countdown blocker_done(1);
+  FnItem blocker([&](Disposition d) {
+    if (d == Disposition::run) {
+      blocked_on.store(std::this_thread::get_id());
+      FakeWorkerDriver* own = own_driver(drivers, kWorkers + 1);
+      EXPECT_NE(own, nullptr);
+      if (own != nullptr) own->complete(completion);  // IO it queued on its own ring completes
+      BlockingRegion region;  // ... and then it blocks until that IO has been handled
+      ran_during_region.store(completion_done.wait(std::chrono::seconds(20)));
+    }
+    blocker_done.count_down();
+  });
+  ASSERT_TRUE(s.submit(blocker));
+  wait_or_exit(blocker_done, "the blocking item");
+  EXPECT_TRUE(ran_during_region.load()) << "the completion waited for the region to end";
+  EXPECT_NE(completion.ran_on.load(), blocked_on.load());
+  s.detach_worker_drivers();
+  s.stop();
+}
+
+// The limit of a ring per worker (blocking_region.hpp): IO that completes on a blocked worker's
+// own driver *during* the region waits for the region's end, as it waits for a long item's.
+// Catches: such a completion lost rather than late.
+TEST(SchedulerWorkerDrivers, ACompletionArrivingDuringABlockingRegionRunsAfterIt) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers, /*spares=*/1));
+  FakeDrivers drivers(s, kWorkers + 1);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  RecordingItem completion;
+  Countdown completion_done(1);
+  completion.done = &completion_done;
+  Countdown blocker_done(1);
+  FnItem blocker([&](Disposition d) {
+    if (d == Disposition::run) {
+      FakeWorkerDriver* own = own_driver(drivers, kWorkers + 1);
+      EXPECT_NE(own, nullptr);
+      BlockingRegion region;
+      if (own != nullptr) own->complete(completion);
+    }
+    blocker_done.count_down();
+  });
+  ASSERT_TRUE(s.submit(blocker));
+  wait_or_exit(blocker_done, "the blocking item");
+  wait_or_exit(completion_done, "the completion after the region");
+  EXPECT_EQ(completion.runs.load(), 1);
+  s.detach_worker_drivers();
+  s.stop();
+}
+
+// right after their futex wait, so the counts the test reads are the wakers' alone.
+namespace overwake {
+std::atomic<int> arrived{0};
+std::atomic<bool> hold_woken{true};
+std::atomic<int> woken{0};
+thread_local bool submitter = false;
+void before_claim() {
+  if (!submitter) return;
+  arrived.fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (arrived.load() < 2 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+void after_wake() {
+  woken.fetch_add(1);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (hold_woken.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+}  // namespace overwake
+
+TEST(SchedulerWorkerDrivers, TwoConcurrentNotifiesWakeOneSearcher) {
+  constexpr int kWorkers = 3;
+  Scheduler s(per_worker(kWorkers));  // no drivers: every worker parks on its futex
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == kWorkers; }));
+  overwake::arrived.store(0);
+  overwake::woken.store(0);
+  overwake::hold_woken.store(true);
+  test_hooks::set_before_sleeper_claim(&overwake::before_claim);
+  test_hooks::set_after_park_wake(&overwake::after_wake);
+  Countdown done(2);
+  FnItem a([&](Disposition) { done.count_down(); });
+  FnItem b([&](Disposition) { done.count_down(); });
+  std::thread ta([&] {
+    overwake::submitter = true;
+    s.submit(a);
+  });
+  std::thread tb([&] {
+    overwake::submitter = true;
+    s.submit(b);
+  });
+  ta.join();
+  tb.join();
+  const int parked = s.parked_workers();
+  test_hooks::set_before_sleeper_claim(nullptr);
+  overwake::hold_woken.store(false);
+  wait_or_exit(done, "the two submits");
+  test_hooks::set_after_park_wake(nullptr);
+  EXPECT_EQ(overwake::arrived.load(), 2) << "the race was not set up";
+  EXPECT_EQ(parked, kWorkers - 1) << "two concurrent notifies each claimed a sleeper";
+  s.stop();
+}
+
+// Review (review-pw): attach_worker_drivers() is allowed on a worker, but it waits for
+// attach_mutex_, which detach_worker_drivers() holds while it waits for every worker to close
+// its driver; a worker that attaches (or merely tries: a second attach only returns false)
+// while a detach waits for it never ends its item, so neither call returns. Here the item's
+// attach must return within the bound; the deadlock ends the test (wait_or_exit).
+TEST(SchedulerWorkerDrivers, AnAttachFromAWorkerDuringADetachDoesNotDeadlock) {
+  constexpr int kWorkers = 2;
+  Scheduler s(per_worker(kWorkers));
+  FakeDrivers drivers(s, kWorkers);
+  FakeDrivers others(s, kWorkers);
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+  Countdown started(1), attached(1);
+  std::atomic<bool> detaching{false};
+  FnItem item([&](Disposition d) {
+    if (d == Disposition::run) {
+      started.count_down();
+      // The detach has claimed the sleepers and waits for our driver: the idle worker closed.
+      EXPECT_TRUE(eventually([&] { return detaching.load() && drivers.closes() == 1; }));
+      (void)s.attach_worker_drivers(others);  // false (a detach is under way) or true: either
+    }
+    attached.count_down();
+  });
+  ASSERT_TRUE(s.submit(item));
+  wait_or_exit(started, "the item");
+  std::thread detacher([&] {
+    detaching.store(true);
+    s.detach_worker_drivers();
+  });
+  wait_or_exit(attached, "an attach from a worker while a detach waits for that worker",
+               std::chrono::seconds(10));
+  detacher.join();
+  s.detach_worker_drivers();  // whatever the item's attach did
+  s.stop();
+}
+
+// Review (review-pw): stop() while a worker is inside open(): it must still exit (it sees
+// stopping_ at its loop's top or at P2), closing what it opened; the others sleep in theirs.
+TEST(SchedulerWorkerDrivers, StopWhileAWorkerIsInsideOpen) {
+  constexpr int kWorkers = 3;
+  Scheduler s(per_worker(kWorkers));
+  FakeDrivers drivers(s, kWorkers);
+  std::atomic<bool> in_open{false}, let_go{false};
+  drivers.on_open = [&](std::size_t worker) {
+    if (worker != 0) return;
+    in_open.store(true);
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!let_go.load() && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::yield();
+  };
+  ASSERT_TRUE(s.attach_worker_drivers(drivers));
+  ASSERT_TRUE(eventually([&] { return in_open.load() && drivers.opens() == kWorkers - 1; }));
+  Countdown stopped(1);
+  std::thread stopper([&] {
+    s.stop();
+    stopped.count_down();
+  });
+  let_go.store(true);
+  wait_or_exit(stopped, "stop() while a worker is inside open()");
+  stopper.join();
+  EXPECT_EQ(drivers.opens(), kWorkers);
+  EXPECT_EQ(drivers.closes(), kWorkers) << "a worker exited without closing its driver";
+  s.detach_worker_drivers();
+}
+
+// Review (review-pw): a detach or stop() while a worker is between R0 (on the stack) and P2
+// (held by the inside_park hook, after P1): the detach's or stop's pass claims it and unparks
+// its driver before its wait; it must see the claim (or the epoch, or stopping_), close its
+// driver and let the call return.
+namespace between_r0_and_p2 {
+std::atomic<int> held{0};
+std::atomic<bool> let_go{false};
+void hold() {
+  if (held.fetch_add(1) != 0) return;  // only the first parker after the hook is set
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!let_go.load() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+}
+}  // namespace between_r0_and_p2
+
+TEST(SchedulerWorkerDrivers, DetachOrStopWhileAWorkerIsBetweenItsPushAndP2) {
+  for (bool use_stop : {false, true}) {
+    SCOPED_TRACE(use_stop ? "stop" : "detach");
+    constexpr int kWorkers = 2;
+    Scheduler s(per_worker(kWorkers));
+    FakeDrivers drivers(s, kWorkers);
+    ASSERT_TRUE(s.attach_worker_drivers(drivers));
+    ASSERT_TRUE(eventually([&] { return drivers.all_waiting(kWorkers); }));
+    between_r0_and_p2::held.store(0);
+    between_r0_and_p2::let_go.store(false);
+    test_hooks::set_inside_park(&between_r0_and_p2::hold);
+    Countdown ran(1);
+    FnItem item([&](Disposition) { ran.count_down(); });
+    ASSERT_TRUE(s.submit(item));
+    wait_or_exit(ran, "the item");
+    ASSERT_TRUE(eventually([&] { return between_r0_and_p2::held.load() >= 1; }));
+    Countdown finished(1);
+    std::thread caller([&] {
+      if (use_stop) {
+        s.stop();
+      } else {
+        s.detach_worker_drivers();
+      }
+      finished.count_down();
+    });
+    // The other worker sleeps in its driver: it closes at once, the held one only once let go.
+    ASSERT_TRUE(eventually([&] { return drivers.closes() >= 1; }));
+    EXPECT_EQ(drivers.closes(), 1) << "the held worker closed its driver while held";
+    between_r0_and_p2::let_go.store(true);
+    wait_or_exit(finished, use_stop ? "stop() with a worker between R0 and P2"
+                                    : "a detach with a worker between R0 and P2");
+    caller.join();
+    test_hooks::set_inside_park(nullptr);
+    EXPECT_EQ(drivers.closes(), kWorkers);
+    if (!use_stop) {
+      Countdown after(1);
+      FnItem more([&](Disposition) { after.count_down(); });
+      ASSERT_TRUE(s.submit(more));
+      wait_or_exit(after, "a submit after the detach");
+    }
+    s.stop();
+    s.detach_worker_drivers();
+  }
+}
+
+// Catches: a detach from one of the workers, which would wait for its own driver to close.
+TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_DEATH(
+      {
+        Scheduler s(per_worker(1));
+        FakeDrivers drivers(s, 1);
+        if (!s.attach_worker_drivers(drivers)) std::exit(0);
+        Countdown never(1);
+        FnItem detach([&](Disposition) { s.detach_worker_drivers(); });
+        s.submit(detach);
+        never.wait(std::chrono::seconds(20));
+      },
+      "detach_worker_drivers\\(\\) called from one of its own workers");
 }
 
 }  // namespace

@@ -86,8 +86,8 @@ struct EngineOptions {
   /// "auto" (the first engine of Engine::names() that can run here) or one of Engine::names().
   std::string kind = "auto";
   /// Who waits in the kernel (see IoMode). Unset: the engine's own default, chosen by the
-  /// figures in docs/benchmarks.md (io_uring: pollers, epoll: workers); Engine::create() fills it
-  /// in, so an engine's options() always hold the mode it runs in.
+  /// figures in docs/benchmarks.md (io_uring and epoll: workers; IOCP: pollers);
+  /// Engine::create() fills it in, so an engine's options() always hold the mode it runs in.
   std::optional<IoMode> io_mode;
   /// Poller threads in IoMode::pollers (each with its own epoll set or ring; sockets are spread
   /// round-robin). Workers mode has one epoll set or ring and ignores this, and so does rings

@@ -114,8 +114,9 @@ class Scheduler {
   /// With per_worker_parking: each worker opens its driver from `drivers` on its own thread at
   /// its next pass through its loop (sleepers are woken for it) and from then on parks in it,
   /// looks into it between items while busy, and is woken in it. `drivers` must stay valid
-  /// until detach_worker_drivers() returns. False (nothing changed) without per_worker_parking
-  /// or if drivers are attached already.
+  /// until detach_worker_drivers() returns. False (nothing changed) without per_worker_parking,
+  /// if drivers are attached already, or, on one of its workers, while another attach or a
+  /// detach is under way (waiting for a detach that waits for this worker would deadlock).
   [[nodiscard]] bool attach_worker_drivers(WorkerDrivers& drivers) noexcept;
   /// Stops using the worker drivers: returns once every worker has closed its driver on its own
   /// thread (a worker running an item closes it after that item; sleepers are woken for it).
@@ -130,6 +131,8 @@ class Scheduler {
   struct Worker;
   friend class BlockingRegion;
   static Worker*& this_worker() noexcept;
+  // Aborts, naming `function`, if called on one of this scheduler's workers.
+  void abort_if_on_worker(const char* function) const noexcept;
 
   void start_worker(std::size_t index);
   void run_worker(Worker& w) noexcept;

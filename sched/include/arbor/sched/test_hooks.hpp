@@ -35,4 +35,8 @@ void set_release_woke(void (*hook)()) noexcept;
 /// removes it.
 void set_after_park_wake(void (*hook)()) noexcept;
 
+/// Per-worker parking: called by a waker in notify_parked() once S3 decided to wake (nobody
+/// searches, too few awake), before it takes the sleeper stack's lock (S4). nullptr removes it.
+void set_before_sleeper_claim(void (*hook)()) noexcept;
+
 }  // namespace arbor::sched::test_hooks
