@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -1018,6 +1020,52 @@ TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
     for (auto& f : fds)
       test::close_peer(f[1]);
   }
+}
+
+// Fd exhaustion between Engine::create() and the workers' open(): every ring fails to set up
+// (EMFILE), every worker parks on a futex, and create() has already said yes. The engine must
+// not be silently dead: at least its timers must still fire (or create() must fail).
+TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 512;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (;;) {
+    const int fd = ::eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) break;
+    filler.push_back(fd);
+  }
+  ASSERT_GT(filler.size(), 4u);
+  // Room for the engine's eventfds (one per ring), none for the rings themselves.
+  for (int i = 0; i < 2; ++i) {
+    ::close(filler.back());
+    filler.pop_back();
+  }
+  auto s = std::make_unique<ScheduledRings>(2);
+  const bool created = s->engine != nullptr;
+  // Let the workers try to open their rings, then give the fds back.
+  std::this_thread::sleep_for(200ms);
+  for (int fd : filler)
+    ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (!created) return;  // refused at create(): fine
+  Countdown fired(1);
+  test::Timed timer;
+  timer.done = &fired;
+  timer.handler = &test::Timed::on_event;
+  timer.deadline_ns = now_ns() + 20'000'000;
+  ASSERT_TRUE(s->engine->add_timer(timer));
+  const bool on_time = fired.wait(3s);
+  if (!on_time) {
+    s->engine->cancel_timer(timer);
+    wait_or_exit(fired, "the timer's cancellation");
+  }
+  EXPECT_TRUE(on_time) << "create() succeeded, no ring opened, and a timer never fires";
 }
 
 // Catches: an io mode the engine cannot run accepted silently: epoll has no rings mode.
