@@ -1022,6 +1022,77 @@ TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
   }
 }
 
+// More workers than CPUs, max_batch 1, max_tree 1: many short timers (some added from the
+// workers, as completions do) racing IO on every ring; none may be late by much, none lost.
+TEST(UringRingsScheduled, ManyTimersAndReceivesOnMoreWorkersThanCpus) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  const int workers = static_cast<int>(std::thread::hardware_concurrency()) * 3 + 1;
+  EngineOptions o;
+  o.max_batch = 1;
+  o.max_tree = 1;
+  ScheduledRings s(workers, o);
+  ASSERT_TRUE(s.engine);
+  constexpr int kTimers = 400;
+  constexpr int kPairs = 16;
+  Countdown fired(kTimers), received(kPairs * 10);
+  std::vector<test::Timed> timers(kTimers);
+  std::atomic<std::int64_t> worst{0};
+  Handle fds[kPairs][2];
+  std::vector<DescriptorRef> sockets;
+  for (auto& f : fds) {
+    ASSERT_TRUE(test::stream_pair(f));
+    auto a = s.engine->attach(f[0]);
+    ASSERT_TRUE(a);
+    sockets.push_back(*a);
+  }
+  std::thread io([&] {
+    for (int round = 0; round < 10; ++round) {
+      std::vector<test::Receive> ops(kPairs);
+      Countdown got(kPairs);
+      for (int i = 0; i < kPairs; ++i) {
+        ops[i].prepare(sockets[static_cast<std::size_t>(i)], got);
+        if (s.engine->start(ops[i])) {
+          ops[i].last = ops[i].result;
+          got.count_down();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(round % 3));
+      for (auto& f : fds)
+        test::send_byte(f[1], 'x');
+      if (!got.wait(10s)) return;
+      for (int i = 0; i < kPairs; ++i)
+        received.count_down();
+    }
+  });
+  for (int i = 0; i < kTimers; ++i) {
+    test::Timed& t = timers[static_cast<std::size_t>(i)];
+    t.done = &fired;
+    t.handler = &test::Timed::on_event;
+    t.deadline_ns = now_ns() + (i * 7919 % 50) * 1'000'000 + 1'000'000;
+    ASSERT_TRUE(s.engine->add_timer(t));
+    if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+  }
+  const bool all = fired.wait(20s);
+  io.join();
+  if (!all) {
+    for (auto& t : timers)
+      s.engine->cancel_timer(t);
+    wait_or_exit(fired, "cancelling the lost timers");
+  }
+  EXPECT_TRUE(all) << fired.left() << " timers never fired";
+  std::int64_t late = 0;
+  for (auto& t : timers)
+    if (t.result.load() == 0) late = std::max(late, t.at.load() - t.deadline_ns);
+  EXPECT_LT(late, 500'000'000) << "a timer fired " << late / 1'000'000 << " ms late";
+  EXPECT_EQ(received.left(), 0u);
+  for (auto d : sockets)
+    s.engine->close(d);
+  for (auto& f : fds)
+    test::close_peer(f[1]);
+}
+
 // Fd exhaustion between Engine::create() and the workers' open(): every ring fails to set up
 // (EMFILE), every worker parks on a futex, and create() has already said yes. The engine must
 // not be silently dead: at least its timers must still fire (or create() must fail).
