@@ -1117,7 +1117,22 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
     ::close(filler.back());
     filler.pop_back();
   }
-  auto s = std::make_unique<ScheduledRings>(2);
+  struct Quiet {  // as ScheduledRings, but a refused create() is an answer here
+    sched::Scheduler scheduler{sched::SchedulerOptions{.workers = 2, .per_worker_parking = true}};
+    std::unique_ptr<Engine> engine;
+    ~Quiet() {
+      if (engine) engine->stop();
+      scheduler.stop();
+    }
+  };
+  auto s = std::make_unique<Quiet>();
+  {
+    EngineOptions o;
+    o.kind = "uring";
+    o.io_mode = IoMode::rings;
+    auto e = Engine::create(s->scheduler, o);
+    if (e) s->engine = std::move(*e);
+  }
   const bool created = s->engine != nullptr;
   // Let the workers try to open their rings, then give the fds back.
   std::this_thread::sleep_for(200ms);
