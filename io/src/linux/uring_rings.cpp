@@ -9,6 +9,8 @@
 //   next look or sleep, which drains and submits them in the same io_uring_enter that reaps.
 // - Sockets are spread over the rings round-robin at attach, skipping retired rings. A ring
 //   not opened yet keeps its requests queued: its worker opens it at its next loop pass.
+// - Every ring is made by init() (disabled, if single-issuer: its worker enables it in
+//   open(), becoming its one issuer), so a ring that cannot be made fails Engine::create().
 // - Closing a ring (detach, or its worker exiting) retires it first, then, on the owner,
 //   cancels everything it has in flight and reaps until nothing is (`Ring::in_flight` == 0)
 //   before exiting it, so the kernel never writes into memory we gave back. Requests that reach
@@ -18,6 +20,7 @@
 //   towards the earliest deadline (common/timer_watch.hpp says how it moves); any ring's wait
 //   takes the timers due, and a busy owner's pending() says yes once one is.
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -56,15 +59,21 @@ constexpr RingSetup kRingSetups[] = {
     {0, "basic"},
 };
 
-// Sets `r` up on the calling thread (its owner); returns the set-up's name or the error.
-Result<const char*> set_up_owned_ring(Ring& r, unsigned entries) noexcept {
+// Sets `r` up on the thread calling init(), so that running out of descriptors or memory fails
+// Engine::create() rather than a worker's open() later (which would leave that ring's sockets,
+// and with every ring failing the timers too, with nobody to serve them). A single-issuer ring
+// is made disabled: its owner enables it in open_ring(), and the kernel makes whoever enables
+// it its one issuer. Returns the set-up's name or the error.
+Result<const char*> set_up_ring(Ring& r, unsigned entries) noexcept {
   int e = -EINVAL;
   for (const RingSetup& s : kRingSetups) {
     io_uring_params params{};
-    params.flags = s.flags | IORING_SETUP_CLAMP;
+    const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
+    params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
     e = io_uring_queue_init_params(entries, &r.ring, &params);
     if (e < 0) continue;
     r.initialised = true;
+    r.needs_enable = single_issuer;
     if (auto missing = check_ring(r.ring, params)) return missing;
     return s.mode;
   }
@@ -133,13 +142,14 @@ void WorkerRings::close(std::size_t, sched::WorkerDriver& driver) noexcept {
 
 // --- the engine's side ----------------------------------------------------------------------
 
-WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
-  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
-  Ring& r = *rings_[index];
-  if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
-    return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
-  auto mode = set_up_owned_ring(r, options().ring_entries);
-  if (mode && r.multishot) {
+std::error_code UringEngine::set_up_worker_ring(Ring& r, std::size_t index) noexcept {
+  auto mode = set_up_ring(r, options().ring_entries);
+  if (!mode) {
+    log::error("io_uring: worker {}'s ring cannot be set up ({})", index, mode.error().message());
+    return mode.error();
+  }
+  r.setup_mode = *mode;
+  if (r.multishot) {
     // Buffer rings come with multishot accept; multishot receive is checked by its first use.
     // Without them, no ring uses multishot receives (the flag is the engine's); accepts need
     // no buffers.
@@ -149,14 +159,31 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
       multishot_receive_.store(false, std::memory_order_relaxed);
     }
   }
+  return {};
+}
+
+WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
+  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
+  Ring& r = *rings_[index];
+  if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
+    return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
+  // The submitter of a single-issuer ring is whoever enables it: this worker. Raw syscall:
+  // Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
+  std::error_code failed;
+  if (!r.initialised) {
+    failed = std::make_error_code(std::errc::bad_file_descriptor);
+  } else if (r.needs_enable && ::syscall(__NR_io_uring_register, r.ring.ring_fd,
+                                         IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0) {
+    failed = {errno, std::system_category()};
+  }
   Ring::State expected = Ring::State::unopened;
-  if (!mode ||
+  if (failed ||
       !r.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst)) {
-    if (!mode)
+    if (failed)
       log::error(
-          "io_uring: worker {}'s ring cannot be set up ({}); the worker parks on a futex and "
+          "io_uring: worker {}'s ring cannot be enabled ({}); the worker parks on a futex and "
           "its sockets' operations complete with ECANCELED",
-          index, mode.error().message());
+          index, failed.message());
     if (r.initialised) io_uring_queue_exit(&r.ring);
     r.initialised = false;
     r.state.store(Ring::State::retired, std::memory_order_seq_cst);
@@ -164,9 +191,10 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
     return nullptr;
   }
   if (!ring_mode_logged_.exchange(true, std::memory_order_relaxed))
-    log::info("io_uring: a ring per worker ({}, {} entries)", *mode, options().ring_entries);
+    log::info("io_uring: a ring per worker ({}, {} entries)", r.setup_mode,
+              options().ring_entries);
   else
-    log::debug("io_uring: worker {}'s ring: {}", index, *mode);
+    log::debug("io_uring: worker {}'s ring: {}", index, r.setup_mode);
   this_thread_ring = &r;
   return worker_ring_drivers_[index].get();
 }
