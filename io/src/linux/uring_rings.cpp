@@ -285,7 +285,11 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
     if (watching || timer_queue().earliest() <= now)
       n += take_expired_timers(now, std::span(w.events_).subspan(n, k), w.fired_);
   }
-  if (released && timer_queue().earliest() != kNever) hand_over_timer_watch(self + 1, false);
+  // Under the queue's lock, not the relaxed hint: an add that saw us as the holder (and so only
+  // unparked us, awake) is ordered by the lock before or after our release; before, we see its
+  // timer here; after, it saw the watch free and looked for a sleeper itself. The hint alone is
+  // a store-buffering pair with that add's holder load, which weak memory may let both miss.
+  if (released && timer_queue().size() != 0) hand_over_timer_watch(self + 1, false);
   count_wait(n);
   if (n == 0) w.leave_hand();
   return n;
@@ -361,7 +365,7 @@ void UringEngine::close_ring(WorkerRing& w) noexcept {
     finish_retired(r);  // requests that completions on other workers queued meanwhile
   }
   // The timer watch goes to a ring still sleeping, if this one held it.
-  if (release_timer_watch(w.index_) && timer_queue().earliest() != kNever)
+  if (release_timer_watch(w.index_) && timer_queue().size() != 0)  // locked: see wait_in_ring
     hand_over_timer_watch(w.index_ + 1, false);
   io_uring_queue_exit(&r.ring);
   r.initialised = false;
