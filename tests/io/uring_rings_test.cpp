@@ -680,6 +680,51 @@ TEST_F(UringRings, ReviewTimerOnTimeWithThreeOwnersWhenTheHolderGoesBusy) {
   }
 }
 
+// Review: the cost of a hand-over. With a timer pending and every owner asleep, IO for one
+// ring wakes it; if it held the watch it hands it to one sleeper, which must then keep it
+// (sleep again towards the deadline), not pass it on and wake yet another owner in turn.
+TEST_F(UringRings, ReviewOneIoWakeCostsAtMostOneHandOver) {
+  constexpr int kOwners = 4;
+  start(kOwners);
+  test::Timed far;
+  Countdown far_done(1);
+  far.done = &far_done;
+  far.handler = &test::Timed::on_event;
+  far.deadline_ns = now_ns() + 3'600'000'000'000;
+  ASSERT_TRUE(engine().add_timer(far));
+  std::vector<Handle> peers(kOwners * 2);
+  std::vector<DescriptorRef> sockets;
+  for (int i = 0; i < kOwners * 2; ++i) {
+    auto d = attach_pair(peers[static_cast<std::size_t>(i)]);
+    ASSERT_TRUE(d);
+    sockets.push_back(*d);
+  }
+  std::uint64_t worst = 0;
+  for (int round = 0; round < kOwners * 2; ++round) {
+    Countdown received(1);
+    Receive op;
+    op.prepare(sockets[static_cast<std::size_t>(round)], received);
+    ASSERT_FALSE(engine().start(op));
+    for (auto& owner : owners_)
+      ASSERT_TRUE(eventually_asleep(owner->tid()));
+    std::this_thread::sleep_for(50ms);
+    const std::uint64_t before = engine().counters().wakes;
+    ASSERT_TRUE(test::send_byte(peers[static_cast<std::size_t>(round)], 'x'));
+    wait_or_exit(received, "the receive");
+    for (auto& owner : owners_)
+      ASSERT_TRUE(eventually_asleep(owner->tid()));
+    std::this_thread::sleep_for(50ms);
+    worst = std::max(worst, engine().counters().wakes - before);
+  }
+  EXPECT_LE(worst, 1u) << "one IO completion woke " << worst << " other owners";
+  engine().cancel_timer(far);
+  wait_or_exit(far_done, "the far timer's cancellation");
+  for (auto d : sockets)
+    engine().close(d);
+  for (Handle p : peers)
+    test::close_peer(p);
+}
+
 // Review: an earlier timer added from another thread while the holder sleeps towards a later
 // one, repeated, racing the holder's own wake-ups for IO.
 TEST_F(UringRings, ReviewEarlierTimersWhileTheHolderSleepsTowardsALaterOne) {
