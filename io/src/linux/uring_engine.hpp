@@ -162,6 +162,8 @@ struct Ring {
   // Sticky WorkerDriver::unpark(): the next wait() looks without waiting. seq_cst with
   // `sleeping`, like `incoming`.
   std::atomic<bool> unparked{false};
+  // Rings mode: handed the timer watch while asleep (its wait sleeps again towards the deadline).
+  std::atomic<bool> rearm{false};
   UringEngine* engine = nullptr;  // rings mode: who finishes the queue of a retired ring
   // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
   std::atomic<Request*> incoming{nullptr};

@@ -212,10 +212,12 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   // Every ring retired (the engine is stopping): its operations complete with -ECANCELED.
 }
 
-std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) noexcept {
+std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t requested_ns) noexcept {
   Ring& r = w.ring_;
   const int self = w.index_;
   const std::size_t k = options().max_batch;
+again:
+  std::int64_t timeout_ns = requested_ns;
   post_wake_read(r);
   // Drain requests; announce sleep; drain again if something arrived meanwhile (the Dekker
   // pairs with pushers on `incoming` and with unpark() on `unparked`).
@@ -270,6 +272,15 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
     log::error("io_uring wait failed: {}", std::strerror(-e));
   std::size_t n = reap_cqes(r, {w.events_.data(), k});
+  // Handed the watch while asleep (hand_over_timer_watch() woke us for it) and woken for
+  // nothing else: sleep again, towards the deadline now, rather than give the watch up and
+  // pass it on, which would wake yet another sleeper for the same hand-over.
+  const bool handed = r.rearm.exchange(false, std::memory_order_seq_cst);
+  if (handed && !watching && n == 0 && requested_ns < 0 && !w.in_hand_ &&
+      timer_watch_.holder() == self) {
+    count_wait(0);
+    goto again;
+  }
   const bool released = release_timer_watch(self);
   // Paused, with nothing reaped and nothing for any worker to do: time jumps to the next
   // deadline, as Engine::reap() does for poller 0.
@@ -321,7 +332,13 @@ void UringEngine::hand_over_timer_watch(int first, bool all) noexcept {
   const int rings = static_cast<int>(rings_.size());
   const int next = timer_watch_.hand_over(first, all ? rings : rings - 1, rings,
                                           [this](int i) { return ring_asleep(i); });
-  if (next != TimerWatch::kNone) worker_ring_drivers_[static_cast<std::size_t>(next)]->unpark();
+  if (next == TimerWatch::kNone) return;
+  // Woken to sleep again towards the deadline, not unparked: nothing else is asked of it
+  // (wait_in_ring() keeps the watch and sleeps again). Asleep no longer, it will release the
+  // watch on its way back and hand it on as any holder does.
+  Ring& r = *rings_[static_cast<std::size_t>(next)];
+  r.rearm.store(true, std::memory_order_seq_cst);
+  Ring::wake_if_sleeping(&r);
 }
 
 void UringEngine::close_ring(WorkerRing& w) noexcept {
