@@ -417,7 +417,7 @@ class UringEngine final : public Engine {
   }
   // The timer watch (common/timer_watch.hpp): ring `self`, back from the kernel, gives it up
   // if it held it; hands it to a sleeping ring from `first` on (all of them, or all but the
-  // one before `first`), unparking it.
+  // one before `first`), waking it to sleep again towards the deadline (Ring::rearm).
   bool release_timer_watch(int self) noexcept;
   void hand_over_timer_watch(int first, bool all) noexcept;
   // After attach: a ring that will serve the descriptor (skips retired ones).
