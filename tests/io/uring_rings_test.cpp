@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/eventfd.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -631,6 +633,607 @@ TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {
   EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
   for (Handle p : peers)
     test::close_peer(p);
+}
+
+// Review: a tiny ring (8 SQ entries, so 16 CQ entries) with many more operations in flight
+// than the CQ holds, reaped one event per wait: the CQ overflows (the kernel keeps the surplus
+// on its overflow list) while the owner keeps preparing SQEs for the next round.
+TEST_F(UringRings, ReviewTinyRingWithMoreInFlightThanTheCqHolds) {
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.max_batch = 1;
+    o.max_tree = 1;
+    o.ring_entries = 8;
+    o.multishot = multishot;
+    start(2, o);
+    constexpr int kPairs = 96;
+    Handle peers[kPairs];
+    std::vector<DescriptorRef> sockets;
+    for (int i = 0; i < kPairs; ++i) {
+      auto d = attach_pair(peers[i]);
+      ASSERT_TRUE(d);
+      sockets.push_back(*d);
+    }
+    for (int round = 0; round < 4; ++round) {
+      SCOPED_TRACE(round);
+      Countdown received(kPairs);
+      std::vector<Receive> receives(kPairs);
+      for (int i = 0; i < kPairs; ++i) {
+        receives[i].prepare(sockets[static_cast<std::size_t>(i)], received);
+        if (engine().start(receives[i])) {
+          receives[i].last = receives[i].result;
+          received.count_down();
+        }
+      }
+      ASSERT_TRUE(eventually_asleep(owners_[0]->tid()));
+      ASSERT_TRUE(eventually_asleep(owners_[1]->tid()));
+      for (Handle p : peers)
+        ASSERT_TRUE(test::send_byte(p, 'r'));
+      ASSERT_TRUE(received.wait(20s)) << received.left() << " receives never completed";
+      for (const Receive& r : receives)
+        EXPECT_EQ(r.last.load(), 1);
+    }
+    for (DescriptorRef d : sockets)
+      engine().close(d);
+    EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
+    for (Handle p : peers)
+      test::close_peer(p);
+    stop();
+  }
+}
+
+// Review: a timer with three owners, two asleep without timers and the third (the watch's
+// holder) woken by IO, going on to a long item: the watch must settle on a sleeper that sleeps
+// towards the deadline, and the timer fire on time; count the wakes the hand-over costs.
+TEST_F(UringRings, ReviewTimerOnTimeWithThreeOwnersWhenTheHolderGoesBusy) {
+  start(3);
+  for (std::size_t busy : {0u, 1u, 2u}) {
+    SCOPED_TRACE(busy);
+    for (auto& owner : owners_)
+      ASSERT_TRUE(eventually_asleep(owner->tid()));
+    Countdown fired(1), running(1), job_done(1);
+    std::atomic<bool> fired_while_busy{false};
+    test::Timed timer;
+    timer.done = &fired;
+    timer.handler = &test::Timed::on_event;
+    owners_[busy]->post([&](sched::WorkerDriver&) {
+      // Added by the busy owner itself, as an item would add a sleep, then a long item.
+      timer.deadline_ns = now_ns() + 100'000'000;
+      EXPECT_TRUE(engine().add_timer(timer));
+      running.count_down();
+      fired_while_busy = fired.wait(10s);
+      job_done.count_down();
+    });
+    wait_or_exit(running, "the long item's start");
+    const auto t0 = std::chrono::steady_clock::now();
+    wait_or_exit(job_done, "the long item");
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_TRUE(fired_while_busy.load()) << "the timer waited for the busy owner";
+    EXPECT_LT(took, 2s) << "the timer fired late";
+    const bool late = timer.fired.load() == 0;
+    engine().cancel_timer(timer);
+    if (late) wait_or_exit(fired, "the late timer's cancellation");
+  }
+}
+
+// Review: the cost of a hand-over. With a timer pending and every owner asleep, IO for one
+// ring wakes it; if it held the watch it hands it to one sleeper, which must then keep it
+// (sleep again towards the deadline), not pass it on and wake yet another owner in turn.
+TEST_F(UringRings, ReviewOneIoWakeCostsAtMostOneHandOver) {
+  constexpr int kOwners = 4;
+  start(kOwners);
+  test::Timed far;
+  Countdown far_done(1);
+  far.done = &far_done;
+  far.handler = &test::Timed::on_event;
+  far.deadline_ns = now_ns() + 3'600'000'000'000;
+  ASSERT_TRUE(engine().add_timer(far));
+  std::vector<Handle> peers(kOwners * 2);
+  std::vector<DescriptorRef> sockets;
+  for (int i = 0; i < kOwners * 2; ++i) {
+    auto d = attach_pair(peers[static_cast<std::size_t>(i)]);
+    ASSERT_TRUE(d);
+    sockets.push_back(*d);
+  }
+  std::uint64_t worst = 0;
+  for (int round = 0; round < kOwners * 2; ++round) {
+    Countdown received(1);
+    Receive op;
+    op.prepare(sockets[static_cast<std::size_t>(round)], received);
+    ASSERT_FALSE(engine().start(op));
+    for (auto& owner : owners_)
+      ASSERT_TRUE(eventually_asleep(owner->tid()));
+    std::this_thread::sleep_for(50ms);
+    const std::uint64_t before = engine().counters().wakes;
+    ASSERT_TRUE(test::send_byte(peers[static_cast<std::size_t>(round)], 'x'));
+    wait_or_exit(received, "the receive");
+    for (auto& owner : owners_)
+      ASSERT_TRUE(eventually_asleep(owner->tid()));
+    std::this_thread::sleep_for(50ms);
+    worst = std::max(worst, engine().counters().wakes - before);
+  }
+  EXPECT_LE(worst, 1u) << "one IO completion woke " << worst << " other owners";
+  engine().cancel_timer(far);
+  wait_or_exit(far_done, "the far timer's cancellation");
+  for (auto d : sockets)
+    engine().close(d);
+  for (Handle p : peers)
+    test::close_peer(p);
+}
+
+// Review: an earlier timer added from another thread while the holder sleeps towards a later
+// one, repeated, racing the holder's own wake-ups for IO.
+TEST_F(UringRings, ReviewEarlierTimersWhileTheHolderSleepsTowardsALaterOne) {
+  start(2);
+  test::Timed far;
+  Countdown far_done(1);
+  far.done = &far_done;
+  far.handler = &test::Timed::on_event;
+  far.deadline_ns = now_ns() + 3'600'000'000'000;
+  ASSERT_TRUE(engine().add_timer(far));
+  for (int i = 0; i < 200; ++i) {
+    SCOPED_TRACE(i);
+    Countdown fired(1);
+    test::Timed timer;
+    timer.done = &fired;
+    timer.handler = &test::Timed::on_event;
+    timer.deadline_ns = now_ns() + 2'000'000;
+    ASSERT_TRUE(engine().add_timer(timer));
+    if (!fired.wait(5s)) {
+      engine().cancel_timer(timer);
+      wait_or_exit(fired, "cancel");
+      FAIL() << "an earlier timer never fired";
+    }
+  }
+  engine().cancel_timer(far);
+  wait_or_exit(far_done, "the far timer's cancellation");
+}
+
+// Review: cancel_timer racing expiry, from both an owner and an outside thread: each timer
+// completes exactly once, with 0 or -ECANCELED.
+TEST_F(UringRings, ReviewCancelTimerRacingExpiry) {
+  start(2);
+  for (int i = 0; i < 500; ++i) {
+    Countdown done(1);
+    test::Timed timer;
+    timer.done = &done;
+    timer.handler = &test::Timed::on_event;
+    timer.deadline_ns = now_ns() + (i % 5) * 20'000;
+    ASSERT_TRUE(engine().add_timer(timer));
+    if (i % 2 == 0) {
+      Countdown cancelled(1);
+      owners_[static_cast<std::size_t>(i / 2 % 2)]->post([&](sched::WorkerDriver&) {
+        engine().cancel_timer(timer);
+        cancelled.count_down();
+      });
+      wait_or_exit(cancelled, "the owner's cancel");
+    } else {
+      engine().cancel_timer(timer);
+    }
+    wait_or_exit(done, "the timer's completion");
+    std::this_thread::sleep_for(1ms);
+    ASSERT_EQ(timer.fired.load(), 1);
+    const auto r = timer.result.load();
+    ASSERT_TRUE(r == 0 || r == -ECANCELED) << r;
+  }
+}
+
+// Review: a receive started on one ring's socket by another ring's owner, and receive_now on
+// it from there, while that ring's owner sleeps.
+TEST_F(UringRings, ReviewStartsFromTheOtherRingsOwner) {
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.multishot = multishot;
+    start(2, o);
+    Handle peer;
+    auto d = attach_pair(peer);
+    ASSERT_TRUE(d);
+    const std::size_t mine = static_cast<std::size_t>(ring_of(*d));
+    Owner& other = *owners_[1 - mine];
+    ASSERT_TRUE(eventually_asleep(owners_[mine]->tid()));
+    for (int i = 0; i < 50; ++i) {
+      Countdown received(1);
+      Receive op;
+      op.prepare(*d, received);
+      other.post([&](sched::WorkerDriver&) {
+        if (engine().start(op)) {
+          op.last = op.result;
+          received.count_down();
+        }
+      });
+      ASSERT_TRUE(test::send_byte(peer, 'x'));
+      ASSERT_TRUE(received.wait(10s)) << "a receive started by the other ring's owner hung";
+      EXPECT_EQ(op.last.load(), 1);
+    }
+    engine().close(*d);
+    test::close_peer(peer);
+    EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
+    stop();
+  }
+}
+
+// Review: closes and cancels of sockets on a ring while its owner closes it (the drivers being
+// detached), from another thread: every operation completes once, every fd is closed.
+TEST_F(UringRings, ReviewClosesRacingTheRingsClose) {
+  for (bool multishot : {true, false}) {
+    for (int attempt = 0; attempt < 10; ++attempt) {
+      SCOPED_TRACE(std::string(multishot ? "multishot " : "single-shot ") +
+                   std::to_string(attempt));
+      EngineOptions o;
+      o.multishot = multishot;
+      o.ring_entries = 8;
+      start(2, o);
+      constexpr int kPairs = 32;
+      Handle peers[kPairs];
+      std::vector<DescriptorRef> sockets;
+      Countdown received(kPairs);
+      std::vector<Receive> receives(kPairs);
+      for (int i = 0; i < kPairs; ++i) {
+        auto d = attach_pair(peers[i]);
+        ASSERT_TRUE(d);
+        sockets.push_back(*d);
+        receives[i].prepare(*d, received);
+        ASSERT_FALSE(engine().start(receives[i]));
+      }
+      // Some with data buffered (multishot keeps it in the descriptor).
+      for (int i = 0; i < kPairs; i += 3)
+        ASSERT_TRUE(test::send_byte(peers[i], 'b'));
+      std::thread closer([&] {
+        for (DescriptorRef d : sockets)
+          engine().close(d);
+      });
+      owners_.clear();
+      closer.join();
+      ASSERT_TRUE(received.wait(10s)) << received.left() << " receives never completed";
+      for (const Receive& r : receives) {
+        EXPECT_EQ(r.completions.load(), 1);
+        EXPECT_TRUE(r.last.load() == 1 || r.last.load() == -ECANCELED) << r.last.load();
+      }
+      EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }))
+          << engine().counters().descriptors << " descriptors left";
+      for (Handle p : peers)
+        test::close_peer(p);
+      stop();
+    }
+  }
+}
+
+// Review: a busy owner whose CQ overflowed. With 8 SQ entries the CQ holds 16; 64 receives
+// completing at once leave most CQEs on the kernel's overflow list. A look (wait(0)) with
+// max_batch >= 16 reaps the whole CQ, and then pending() must still say yes: the overflow list
+// (IORING_SQ_CQ_OVERFLOW) holds completions only the next entry flushes into the CQ.
+TEST_F(UringRings, ReviewABusyOwnerSeesCompletionsLeftOnTheOverflowList) {
+  for (bool multishot : {false, true}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.max_batch = 4096;
+    o.ring_entries = 8;
+    o.multishot = multishot;
+    start(1, o);
+    constexpr int kPairs = 64;
+    Handle peers[kPairs];
+    std::vector<DescriptorRef> sockets;
+    Countdown received(kPairs), armed(1), job_done(1), all_sent(1);
+    std::vector<Receive> receives(kPairs);
+    for (int i = 0; i < kPairs; ++i) {
+      auto d = attach_pair(peers[i]);
+      ASSERT_TRUE(d);
+      sockets.push_back(*d);
+      receives[i].prepare(*d, received);
+      ASSERT_FALSE(engine().start(receives[i]));
+    }
+    std::atomic<int> looks{0};
+    owners_[0]->post([&](sched::WorkerDriver& driver) {
+      if (driver.wait(0)) driver.dispatch();  // submits the receives
+      armed.count_down();
+      // Busy without looking until every byte is sent: the completions pile up (as deferred
+      // task work) and the first look below posts them all at once, overflowing the CQ.
+      wait_or_exit(all_sent, "the sends");
+      std::this_thread::sleep_for(50ms);
+      const auto give_up = std::chrono::steady_clock::now() + 5s;
+      while (received.left() != 0 && std::chrono::steady_clock::now() < give_up) {
+        if (!driver.pending()) continue;
+        looks.fetch_add(1);
+        if (driver.wait(0)) driver.dispatch();
+      }
+      job_done.count_down();
+    });
+    wait_or_exit(armed, "the busy job's first look");
+    for (Handle p : peers)
+      ASSERT_TRUE(test::send_byte(p, 'x'));
+    all_sent.count_down();
+    wait_or_exit(job_done, "the busy job");
+    EXPECT_EQ(received.left(), 0u) << "completions stayed on the overflow list of a busy owner";
+    wait_or_exit(received, "the receives, once the owner parks");
+    for (DescriptorRef d : sockets)
+      engine().close(d);
+    EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
+    for (Handle p : peers)
+      test::close_peer(p);
+    stop();
+  }
+}
+
+// --- Review: on a real scheduler with per-worker parking ------------------------------------
+
+// A receive whose completion runs a long item: it waits (up to `limit`) for `until`.
+struct LongReceive : Operation {
+  char byte = 0;
+  std::atomic<std::int64_t> last{0};
+  Countdown* until = nullptr;
+  Countdown* done = nullptr;
+  std::atomic<bool> saw{false};
+  void prepare(DescriptorRef d, Countdown& wait_for, Countdown& counter) noexcept {
+    target(d);
+    kind = OpKind::receive;
+    data = &byte;
+    size = 1;
+    complete = &on_complete;
+    until = &wait_for;
+    done = &counter;
+  }
+  static void on_complete(Operation& op, std::int64_t result) noexcept {
+    auto& self = static_cast<LongReceive&>(op);
+    self.last = result;
+    if (result > 0) self.saw = self.until->wait(3s);  // the long item
+    self.done->count_down();
+  }
+};
+
+struct ScheduledRings {
+  explicit ScheduledRings(int workers, EngineOptions o = {})
+      : scheduler(sched::SchedulerOptions{.workers = workers, .per_worker_parking = true}) {
+    o.kind = "uring";
+    o.io_mode = IoMode::rings;
+    auto e = Engine::create(scheduler, o);
+    EXPECT_TRUE(e) << e.error().message();
+    if (e) engine = std::move(*e);
+  }
+  ~ScheduledRings() {
+    if (engine) engine->stop();
+    scheduler.stop();
+  }
+  bool all_asleep() {
+    return eventually([&] {
+      return scheduler.parked_workers() == scheduler.workers() &&
+             scheduler.counters().driver_waits > 0;
+    });
+  }
+  sched::Scheduler scheduler;
+  std::unique_ptr<Engine> engine;
+};
+
+// The requirement: a timer fires on time while one worker waits in the kernel. The worker that
+// holds the timer watch is woken by IO on its own ring and runs that completion as a long item
+// (which waits for the timer); the other worker sleeps in its ring. Both rings take the part.
+TEST(UringRingsScheduled, ATimerFiresWhileTheWatcherRunsALongItemForItsOwnIo) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  for (int round = 0; round < 6; ++round) {
+    SCOPED_TRACE(round);
+    ScheduledRings s(2);
+    ASSERT_TRUE(s.engine);
+    Handle fds[2][2];
+    std::optional<DescriptorRef> d[2];
+    for (int i = 0; i < 2; ++i) {
+      ASSERT_TRUE(test::stream_pair(fds[i]));
+      auto a = s.engine->attach(fds[i][0]);
+      ASSERT_TRUE(a);
+      d[i] = *a;
+    }
+    ASSERT_NE(d[0]->descriptor->poller, d[1]->descriptor->poller);
+    const int which = round % 2;
+    Countdown fired(1), done(1);
+    LongReceive op;
+    op.prepare(*d[which], fired, done);
+    ASSERT_FALSE(s.engine->start(op));
+    test::Timed timer;
+    timer.done = &fired;
+    timer.handler = &test::Timed::on_event;
+    timer.deadline_ns = now_ns() + 200'000'000;
+    ASSERT_TRUE(s.engine->add_timer(timer));
+    ASSERT_TRUE(s.all_asleep());
+    std::this_thread::sleep_for(20ms);
+    ASSERT_TRUE(test::send_byte(fds[which][1], 'x'));
+    wait_or_exit(done, "the long item");
+    EXPECT_EQ(op.last.load(), 1);
+    EXPECT_TRUE(op.saw.load()) << "the timer did not fire while its watcher ran a long item";
+    if (timer.fired.load() == 0) {
+      s.engine->cancel_timer(timer);
+      wait_or_exit(fired, "the late timer");
+    }
+    for (int i = 0; i < 2; ++i) {
+      s.engine->close(*d[i]);
+      test::close_peer(fds[i][1]);
+    }
+  }
+}
+
+// Engine::stop() while one worker runs a long item and the other sleeps, with receives in
+// flight on both rings: stop returns once the item ends; every receive completes once with
+// -ECANCELED.
+TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot);
+    EngineOptions o;
+    o.multishot = multishot;
+    ScheduledRings s(2, o);
+    ASSERT_TRUE(s.engine);
+    constexpr int kPairs = 6;
+    Handle fds[kPairs][2];
+    std::vector<DescriptorRef> sockets;
+    Countdown received(kPairs);
+    test::Receive ops[kPairs];
+    for (int i = 0; i < kPairs; ++i) {
+      ASSERT_TRUE(test::stream_pair(fds[i]));
+      auto a = s.engine->attach(fds[i][0]);
+      ASSERT_TRUE(a);
+      sockets.push_back(*a);
+      ops[i].prepare(*a, received);
+      ASSERT_FALSE(s.engine->start(ops[i]));
+    }
+    ASSERT_TRUE(s.all_asleep());
+    Countdown running(1), release(1);
+    sched::test::FnItem item([&](sched::Disposition) {
+      running.count_down();
+      release.wait(10s);
+    });
+    ASSERT_TRUE(s.scheduler.submit(item));
+    wait_or_exit(running, "the long item");
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(300ms);
+      release.count_down();
+    });
+    s.engine->stop();
+    releaser.join();
+    ASSERT_TRUE(received.wait(10s)) << received.left() << " receives never completed";
+    for (const auto& op : ops) {
+      EXPECT_EQ(op.last.load(), -ECANCELED);
+      EXPECT_EQ(op.completions.load(), 1);
+    }
+    for (auto d : sockets)
+      s.engine->close(d);
+    for (auto& f : fds)
+      test::close_peer(f[1]);
+  }
+}
+
+// More workers than CPUs, max_batch 1, max_tree 1: many short timers (some added from the
+// workers, as completions do) racing IO on every ring; none may be late by much, none lost.
+TEST(UringRingsScheduled, ManyTimersAndReceivesOnMoreWorkersThanCpus) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  const int workers = static_cast<int>(std::thread::hardware_concurrency()) * 3 + 1;
+  EngineOptions o;
+  o.max_batch = 1;
+  o.max_tree = 1;
+  ScheduledRings s(workers, o);
+  ASSERT_TRUE(s.engine);
+  constexpr int kTimers = 400;
+  constexpr int kPairs = 16;
+  Countdown fired(kTimers), received(kPairs * 10);
+  std::vector<test::Timed> timers(kTimers);
+  std::atomic<std::int64_t> worst{0};
+  Handle fds[kPairs][2];
+  std::vector<DescriptorRef> sockets;
+  for (auto& f : fds) {
+    ASSERT_TRUE(test::stream_pair(f));
+    auto a = s.engine->attach(f[0]);
+    ASSERT_TRUE(a);
+    sockets.push_back(*a);
+  }
+  std::thread io([&] {
+    for (int round = 0; round < 10; ++round) {
+      std::vector<test::Receive> ops(kPairs);
+      Countdown got(kPairs);
+      for (int i = 0; i < kPairs; ++i) {
+        ops[i].prepare(sockets[static_cast<std::size_t>(i)], got);
+        if (s.engine->start(ops[i])) {
+          ops[i].last = ops[i].result;
+          got.count_down();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(round % 3));
+      for (auto& f : fds)
+        test::send_byte(f[1], 'x');
+      if (!got.wait(10s)) return;
+      for (int i = 0; i < kPairs; ++i)
+        received.count_down();
+    }
+  });
+  for (int i = 0; i < kTimers; ++i) {
+    test::Timed& t = timers[static_cast<std::size_t>(i)];
+    t.done = &fired;
+    t.handler = &test::Timed::on_event;
+    t.deadline_ns = now_ns() + (i * 7919 % 50) * 1'000'000 + 1'000'000;
+    ASSERT_TRUE(s.engine->add_timer(t));
+    if (i % 10 == 0) std::this_thread::sleep_for(1ms);
+  }
+  const bool all = fired.wait(20s);
+  io.join();
+  if (!all) {
+    for (auto& t : timers)
+      s.engine->cancel_timer(t);
+    wait_or_exit(fired, "cancelling the lost timers");
+  }
+  EXPECT_TRUE(all) << fired.left() << " timers never fired";
+  std::int64_t late = 0;
+  for (auto& t : timers)
+    if (t.result.load() == 0) late = std::max(late, t.at.load() - t.deadline_ns);
+  EXPECT_LT(late, 500'000'000) << "a timer fired " << late / 1'000'000 << " ms late";
+  EXPECT_EQ(received.left(), 0u);
+  for (auto d : sockets)
+    s.engine->close(d);
+  for (auto& f : fds)
+    test::close_peer(f[1]);
+}
+
+// Fd exhaustion between Engine::create() and the workers' open(): every ring fails to set up
+// (EMFILE), every worker parks on a futex, and create() has already said yes. The engine must
+// not be silently dead: at least its timers must still fire (or create() must fail).
+TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit low = saved;
+  low.rlim_cur = 512;
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::vector<int> filler;
+  for (;;) {
+    const int fd = ::eventfd(0, EFD_CLOEXEC);
+    if (fd < 0) break;
+    filler.push_back(fd);
+  }
+  ASSERT_GT(filler.size(), 4u);
+  // Room for the engine's eventfds (one per ring), none for the rings themselves.
+  for (int i = 0; i < 2; ++i) {
+    ::close(filler.back());
+    filler.pop_back();
+  }
+  struct Quiet {  // as ScheduledRings, but a refused create() is an answer here
+    sched::Scheduler scheduler{sched::SchedulerOptions{.workers = 2, .per_worker_parking = true}};
+    std::unique_ptr<Engine> engine;
+    ~Quiet() {
+      if (engine) engine->stop();
+      scheduler.stop();
+    }
+  };
+  auto s = std::make_unique<Quiet>();
+  {
+    EngineOptions o;
+    o.kind = "uring";
+    o.io_mode = IoMode::rings;
+    auto e = Engine::create(s->scheduler, o);
+    if (e) s->engine = std::move(*e);
+  }
+  const bool created = s->engine != nullptr;
+  // Let the workers try to open their rings, then give the fds back.
+  std::this_thread::sleep_for(200ms);
+  for (int fd : filler)
+    ::close(fd);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+  if (!created) return;  // refused at create(): fine
+  Countdown fired(1);
+  test::Timed timer;
+  timer.done = &fired;
+  timer.handler = &test::Timed::on_event;
+  timer.deadline_ns = now_ns() + 20'000'000;
+  ASSERT_TRUE(s->engine->add_timer(timer));
+  const bool on_time = fired.wait(3s);
+  if (!on_time) {
+    s->engine->cancel_timer(timer);
+    wait_or_exit(fired, "the timer's cancellation");
+  }
+  EXPECT_TRUE(on_time) << "create() succeeded, no ring opened, and a timer never fires";
 }
 
 // Catches: an io mode the engine cannot run accepted silently: epoll has no rings mode.

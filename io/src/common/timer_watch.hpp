@@ -15,7 +15,8 @@
 //   Engine::earlier_deadline() unparks the holder, or with none hands the watch to a sleeper
 //   (finding none, it leaves the watch to the next parker to sleep, which takes it).
 // - hand_over(), by a releasing holder with timers pending: gives the watch to a parker still
-//   asleep (which the caller unparks, so it sleeps again towards the deadline).
+//   asleep (which the caller wakes, so it sleeps again towards the deadline: rings mode wakes
+//   it with Ring::rearm, and it keeps the watch rather than release and pass it on).
 // A sleeper that found the holder asleep (take() false) cannot be missed: it stored `sleeping`
 // before it loaded the holder, and the holder releases (a seq_cst CAS) before it scans the
 // `sleeping` flags, so of the two one sees the other (a Dekker pair); the same holds between a

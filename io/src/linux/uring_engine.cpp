@@ -114,9 +114,10 @@ std::error_code UringEngine::init(bool attach) {
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
     if (rings_mode) {
-      // Set up by its worker (open_ring()); until then requests wait in its queue. Whether it
-      // has buffers is only known then: attach() must decide a socket's path before.
+      // Made here, enabled by its worker (open_ring()); until then requests wait in its queue.
       r->multishot = options().multishot;
+      if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(&r - rings_.data())))
+        return e;
     } else if (auto e = setup(*r)) {
       return e;
     }

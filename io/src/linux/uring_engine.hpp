@@ -150,6 +150,9 @@ struct Ring {
   // operation counts once, until the CQE without IORING_CQE_F_MORE). Rings mode drains a
   // closing ring until it is 0: then the kernel holds nothing that points into our memory.
   std::size_t in_flight = 0;
+  // Rings mode: made disabled by init() (single-issuer): its owner enables it in open().
+  bool needs_enable = false;
+  const char* setup_mode = nullptr;  // rings mode: the set-up init() found, for the log
   // Rings mode. `state`: whether the owning worker has opened the ring yet, and whether it has
   // closed it for good (retired). seq_cst with `incoming`: a thread that pushed a request and
   // then sees `retired` finishes the queue itself (there is no owner to submit it any more),
@@ -159,6 +162,8 @@ struct Ring {
   // Sticky WorkerDriver::unpark(): the next wait() looks without waiting. seq_cst with
   // `sleeping`, like `incoming`.
   std::atomic<bool> unparked{false};
+  // Rings mode: handed the timer watch while asleep (its wait sleeps again towards the deadline).
+  std::atomic<bool> rearm{false};
   UringEngine* engine = nullptr;  // rings mode: who finishes the queue of a retired ring
   // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
   std::atomic<Request*> incoming{nullptr};
@@ -395,6 +400,8 @@ class UringEngine final : public Engine {
   // --- rings mode (uring_rings.cpp) ---------------------------------------------------------
   // On worker `index`'s thread: set the ring up (single-issuer first), its buffers, its driver.
   WorkerRing* open_ring(std::size_t index) noexcept;
+  // In init(): make worker `index`'s ring and its buffers (the worker enables it in open()).
+  std::error_code set_up_worker_ring(Ring& r, std::size_t index) noexcept;
   // On the owner's thread: retire the ring, cancel and reap everything it has in flight,
   // deliver what that completes, and exit the ring.
   void close_ring(WorkerRing& driver) noexcept;
@@ -410,7 +417,7 @@ class UringEngine final : public Engine {
   }
   // The timer watch (common/timer_watch.hpp): ring `self`, back from the kernel, gives it up
   // if it held it; hands it to a sleeping ring from `first` on (all of them, or all but the
-  // one before `first`), unparking it.
+  // one before `first`), waking it to sleep again towards the deadline (Ring::rearm).
   bool release_timer_watch(int self) noexcept;
   void hand_over_timer_watch(int first, bool all) noexcept;
   // After attach: a ring that will serve the descriptor (skips retired ones).

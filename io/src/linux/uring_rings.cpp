@@ -9,6 +9,8 @@
 //   next look or sleep, which drains and submits them in the same io_uring_enter that reaps.
 // - Sockets are spread over the rings round-robin at attach, skipping retired rings. A ring
 //   not opened yet keeps its requests queued: its worker opens it at its next loop pass.
+// - Every ring is made by init() (disabled, if single-issuer: its worker enables it in
+//   open(), becoming its one issuer), so a ring that cannot be made fails Engine::create().
 // - Closing a ring (detach, or its worker exiting) retires it first, then, on the owner,
 //   cancels everything it has in flight and reaps until nothing is (`Ring::in_flight` == 0)
 //   before exiting it, so the kernel never writes into memory we gave back. Requests that reach
@@ -21,6 +23,7 @@
 //   between its reap and its dispatch (`rings_in_hand_`): a timer popped by one ring is run
 //   before another jumps the clock past it.
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -59,15 +62,21 @@ constexpr RingSetup kRingSetups[] = {
     {0, "basic"},
 };
 
-// Sets `r` up on the calling thread (its owner); returns the set-up's name or the error.
-Result<const char*> set_up_owned_ring(Ring& r, unsigned entries) noexcept {
+// Sets `r` up on the thread calling init(), so that running out of descriptors or memory fails
+// Engine::create() rather than a worker's open() later (which would leave that ring's sockets,
+// and with every ring failing the timers too, with nobody to serve them). A single-issuer ring
+// is made disabled: its owner enables it in open_ring(), and the kernel makes whoever enables
+// it its one issuer. Returns the set-up's name or the error.
+Result<const char*> set_up_ring(Ring& r, unsigned entries) noexcept {
   int e = -EINVAL;
   for (const RingSetup& s : kRingSetups) {
     io_uring_params params{};
-    params.flags = s.flags | IORING_SETUP_CLAMP;
+    const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
+    params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
     e = io_uring_queue_init_params(entries, &r.ring, &params);
     if (e < 0) continue;
     r.initialised = true;
+    r.needs_enable = single_issuer;
     if (auto missing = check_ring(r.ring, params)) return missing;
     return s.mode;
   }
@@ -136,13 +145,14 @@ void WorkerRings::close(std::size_t, sched::WorkerDriver& driver) noexcept {
 
 // --- the engine's side ----------------------------------------------------------------------
 
-WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
-  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
-  Ring& r = *rings_[index];
-  if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
-    return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
-  auto mode = set_up_owned_ring(r, options().ring_entries);
-  if (mode && r.multishot) {
+std::error_code UringEngine::set_up_worker_ring(Ring& r, std::size_t index) noexcept {
+  auto mode = set_up_ring(r, options().ring_entries);
+  if (!mode) {
+    log::error("io_uring: worker {}'s ring cannot be set up ({})", index, mode.error().message());
+    return mode.error();
+  }
+  r.setup_mode = *mode;
+  if (r.multishot) {
     // Buffer rings come with multishot accept; multishot receive is checked by its first use.
     // Without them, no ring uses multishot receives (the flag is the engine's); accepts need
     // no buffers.
@@ -152,14 +162,31 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
       multishot_receive_.store(false, std::memory_order_relaxed);
     }
   }
+  return {};
+}
+
+WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
+  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
+  Ring& r = *rings_[index];
+  if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
+    return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
+  // The submitter of a single-issuer ring is whoever enables it: this worker. Raw syscall:
+  // Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
+  std::error_code failed;
+  if (!r.initialised) {
+    failed = std::make_error_code(std::errc::bad_file_descriptor);
+  } else if (r.needs_enable && ::syscall(__NR_io_uring_register, r.ring.ring_fd,
+                                         IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0) {
+    failed = {errno, std::system_category()};
+  }
   Ring::State expected = Ring::State::unopened;
-  if (!mode ||
+  if (failed ||
       !r.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst)) {
-    if (!mode)
+    if (failed)
       log::error(
-          "io_uring: worker {}'s ring cannot be set up ({}); the worker parks on a futex and "
+          "io_uring: worker {}'s ring cannot be enabled ({}); the worker parks on a futex and "
           "its sockets' operations complete with ECANCELED",
-          index, mode.error().message());
+          index, failed.message());
     if (r.initialised) io_uring_queue_exit(&r.ring);
     r.initialised = false;
     r.state.store(Ring::State::retired, std::memory_order_seq_cst);
@@ -167,9 +194,10 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
     return nullptr;
   }
   if (!ring_mode_logged_.exchange(true, std::memory_order_relaxed))
-    log::info("io_uring: a ring per worker ({}, {} entries)", *mode, options().ring_entries);
+    log::info("io_uring: a ring per worker ({}, {} entries)", r.setup_mode,
+              options().ring_entries);
   else
-    log::debug("io_uring: worker {}'s ring: {}", index, *mode);
+    log::debug("io_uring: worker {}'s ring: {}", index, r.setup_mode);
   this_thread_ring = &r;
   return worker_ring_drivers_[index].get();
 }
@@ -187,10 +215,12 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   // Every ring retired (the engine is stopping): its operations complete with -ECANCELED.
 }
 
-std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) noexcept {
+std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t requested_ns) noexcept {
   Ring& r = w.ring_;
   const int self = w.index_;
   const std::size_t k = options().max_batch;
+again:
+  std::int64_t timeout_ns = requested_ns;
   post_wake_read(r);
   // Drain requests; announce sleep; drain again if something arrived meanwhile (the Dekker
   // pairs with pushers on `incoming` and with unpark() on `unparked`).
@@ -245,6 +275,15 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
   if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
     log::error("io_uring wait failed: {}", std::strerror(-e));
   std::size_t n = reap_cqes(r, {w.events_.data(), k});
+  // Handed the watch while asleep (hand_over_timer_watch() woke us for it) and woken for
+  // nothing else: sleep again, towards the deadline now, rather than give the watch up and
+  // pass it on, which would wake yet another sleeper for the same hand-over.
+  const bool handed = r.rearm.exchange(false, std::memory_order_seq_cst);
+  if (handed && !watching && n == 0 && requested_ns < 0 && !w.in_hand_ &&
+      timer_watch_.holder() == self) {
+    count_wait(0);
+    goto again;
+  }
   const bool released = release_timer_watch(self);
   // Paused, with nothing reaped and nothing for any worker to do: time jumps to the next
   // deadline, as Engine::reap() does for poller 0.
@@ -260,7 +299,11 @@ std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) no
     if (watching || timer_queue().earliest() <= now)
       n += take_expired_timers(now, std::span(w.events_).subspan(n, k), w.fired_);
   }
-  if (released && timer_queue().earliest() != kNever) hand_over_timer_watch(self + 1, false);
+  // Under the queue's lock, not the relaxed hint: an add that saw us as the holder (and so only
+  // unparked us, awake) is ordered by the lock before or after our release; before, we see its
+  // timer here; after, it saw the watch free and looked for a sleeper itself. The hint alone is
+  // a store-buffering pair with that add's holder load, which weak memory may let both miss.
+  if (released && timer_queue().size() != 0) hand_over_timer_watch(self + 1, false);
   count_wait(n);
   if (n == 0) w.leave_hand();
   return n;
@@ -292,7 +335,13 @@ void UringEngine::hand_over_timer_watch(int first, bool all) noexcept {
   const int rings = static_cast<int>(rings_.size());
   const int next = timer_watch_.hand_over(first, all ? rings : rings - 1, rings,
                                           [this](int i) { return ring_asleep(i); });
-  if (next != TimerWatch::kNone) worker_ring_drivers_[static_cast<std::size_t>(next)]->unpark();
+  if (next == TimerWatch::kNone) return;
+  // Woken to sleep again towards the deadline, not unparked: nothing else is asked of it
+  // (wait_in_ring() keeps the watch and sleeps again). Asleep no longer, it will release the
+  // watch on its way back and hand it on as any holder does.
+  Ring& r = *rings_[static_cast<std::size_t>(next)];
+  r.rearm.store(true, std::memory_order_seq_cst);
+  Ring::wake_if_sleeping(&r);
 }
 
 void UringEngine::close_ring(WorkerRing& w) noexcept {
@@ -336,7 +385,7 @@ void UringEngine::close_ring(WorkerRing& w) noexcept {
     finish_retired(r);  // requests that completions on other workers queued meanwhile
   }
   // The timer watch goes to a ring still sleeping, if this one held it.
-  if (release_timer_watch(w.index_) && timer_queue().earliest() != kNever)
+  if (release_timer_watch(w.index_) && timer_queue().size() != 0)  // locked: see wait_in_ring
     hand_over_timer_watch(w.index_ + 1, false);
   io_uring_queue_exit(&r.ring);
   r.initialised = false;
