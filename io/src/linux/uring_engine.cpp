@@ -422,14 +422,7 @@ bool UringEngine::queue_close_if_due(Ring& ring, UringDescriptor& d) noexcept {
 }
 
 void UringEngine::drain(Ring& r) noexcept {
-  Request* list = r.incoming.exchange(nullptr, std::memory_order_acquire);
-  Request* fifo = nullptr;
-  while (list != nullptr) {  // reverse: requests in the order they were made
-    Request* next = list->next;
-    list->next = fifo;
-    fifo = list;
-    list = next;
-  }
+  Request* fifo = r.take_in_order(std::memory_order_acquire);
   while (fifo != nullptr) {
     Request* request = fifo;
     fifo = fifo->next;

@@ -179,6 +179,20 @@ struct Ring {
     close_handle(eventfd);
   }
 
+  /// Takes every queued request, oldest first (the stack holds them newest first, and one
+  /// socket's requests must be handled in the order they were made).
+  Request* take_in_order(std::memory_order order) noexcept {
+    Request* list = incoming.exchange(nullptr, order);
+    Request* fifo = nullptr;
+    while (list != nullptr) {
+      Request* next = list->next;
+      list->next = fifo;
+      fifo = list;
+      list = next;
+    }
+    return fifo;
+  }
+
   /// Pushes a request; returns true if the stack was empty (the poller may need waking).
   bool push(Request& request) noexcept {
     Request* head = incoming.load(std::memory_order_relaxed);

@@ -406,14 +406,7 @@ void UringEngine::on_drivers_detached() noexcept {
 
 void UringEngine::finish_retired(Ring& r) noexcept {
   // seq_cst: the other half of kick()'s pair (see there).
-  Request* list = r.incoming.exchange(nullptr, std::memory_order_seq_cst);
-  Request* fifo = nullptr;
-  while (list != nullptr) {  // reverse: requests in the order they were made
-    Request* next = list->next;
-    list->next = fifo;
-    fifo = list;
-    list = next;
-  }
+  Request* fifo = r.take_in_order(std::memory_order_seq_cst);
   while (fifo != nullptr) {
     Request* request = fifo;
     fifo = fifo->next;
