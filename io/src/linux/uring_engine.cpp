@@ -116,8 +116,7 @@ std::error_code UringEngine::init(bool attach) {
     if (rings_mode) {
       // Made here, enabled by its worker (open_ring()); until then requests wait in its queue.
       r->multishot = options().multishot;
-      if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(&r - rings_.data())))
-        return e;
+      if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(&r - rings_.data()))) return e;
     } else if (auto e = setup(*r)) {
       return e;
     }

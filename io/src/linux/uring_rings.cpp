@@ -194,8 +194,7 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
     return nullptr;
   }
   if (!ring_mode_logged_.exchange(true, std::memory_order_relaxed))
-    log::info("io_uring: a ring per worker ({}, {} entries)", r.setup_mode,
-              options().ring_entries);
+    log::info("io_uring: a ring per worker ({}, {} entries)", r.setup_mode, options().ring_entries);
   else
     log::debug("io_uring: worker {}'s ring: {}", index, r.setup_mode);
   this_thread_ring = &r;
