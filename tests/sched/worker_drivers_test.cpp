@@ -12,6 +12,7 @@
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <thread>
 #include <vector>
 
@@ -24,6 +25,14 @@
 
 namespace arbor::sched {
 namespace {
+
+#if !defined(__linux__)
+// Per-worker parking serves io_uring's ring per worker and exists only on Linux (scheduler.cpp).
+TEST(SchedulerWorkerDrivers, IsRefusedOffLinux) {
+  EXPECT_THROW(Scheduler(SchedulerOptions{.workers = 1, .per_worker_parking = true}),
+               std::invalid_argument);
+}
+#else
 
 using test::Countdown;
 using test::eventually;
@@ -174,7 +183,7 @@ class FakeDrivers final : public WorkerDrivers {
   Scheduler& scheduler_;
   std::function<bool(std::size_t)> without_;
   std::mutex mutex_;
-  std::vector<std::unique_ptr<FakeWorkerDriver>> drivers_;
+  std::vector<std::unique_ptr<FakeWorkerDriver> > drivers_;
   std::vector<bool> open_;
   int opens_ = 0;
   int closes_ = 0;
@@ -720,6 +729,8 @@ TEST(SchedulerWorkerDrivers, DetachFromAWorkerAborts) {
       },
       "detach_worker_drivers\\(\\) called from one of its own workers");
 }
+
+#endif  // __linux__
 
 }  // namespace
 }  // namespace arbor::sched
