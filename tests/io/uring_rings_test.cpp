@@ -744,7 +744,8 @@ TEST_F(UringRings, ReviewOneIoWakeCostsAtMostOneHandOver) {
     ASSERT_FALSE(engine().start(op));
     for (auto& owner : owners_)
       ASSERT_TRUE(eventually_asleep(owner->tid()));
-    std::this_thread::sleep_for(50ms);
+    // Every owner asleep: a hand-over of the previous round has been counted (a wake is counted
+    // before its target wakes, and the target sleeps again only after).
     const std::uint64_t before = engine().counters().wakes;
     ASSERT_TRUE(test::send_byte(peers[static_cast<std::size_t>(round)], 'x'));
     wait_or_exit(received, "the receive");
@@ -1216,8 +1217,9 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
     if (e) s->engine = std::move(*e);
   }
   const bool created = s->engine != nullptr;
-  // Let the workers try to open their rings, then give the fds back.
-  std::this_thread::sleep_for(200ms);
+  // Once both workers sleep again they have been through their open() (attaching claims and
+  // wakes every sleeper for it); then give the fds back.
+  if (created) ASSERT_TRUE(eventually([&] { return s->scheduler.parked_workers() == 2; }));
   for (int fd : filler)
     ::close(fd);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
