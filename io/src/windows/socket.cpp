@@ -79,17 +79,20 @@ std::error_code listen(Handle handle, int backlog) noexcept {
   return check(::listen(socket_of(handle), backlog));
 }
 
-// Unlike POSIX, Windows leaves a receive already pending on the socket pending across
-// shutdown(SD_RECEIVE) (and wine too). So the socket's calls are cancelled after it: the IOCP
-// engine issues again a call it did not cancel itself, and a receive issued after SD_RECEIVE
-// fails at once, which the engine reports as end of stream, as POSIX does. A pending send is
-// issued again unchanged (it had moved no bytes, or it reports those it moved).
+// Unlike POSIX, Windows leaves a call already pending on the socket pending across shutdown():
+// a receive across SD_RECEIVE, and a send across SD_SEND, whose FIN waits until the send has
+// moved everything (wine defers it the same way), so a send that waits for a peer that reads
+// nothing would wait for ever. So the socket's calls are cancelled after it: the IOCP engine
+// issues again a call it did not cancel itself, and on the shut side that call fails at once
+// (a receive reports end of stream, a send EPIPE, as POSIX does); on the side still open it
+// waits on as before. A cancelled send that had moved bytes reports those, and the next send
+// meets the shut side. Test: SocketTest.ShutdownWriteEndsAPendingWrite.
 std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
   const int native = how == ShutdownHow::read    ? SD_RECEIVE
                      : how == ShutdownHow::write ? SD_SEND
                                                  : SD_BOTH;
   if (auto failed = check(::shutdown(socket_of(handle), native))) return failed;
-  if (how != ShutdownHow::write && !::CancelIoEx(reinterpret_cast<HANDLE>(handle), nullptr) &&
+  if (!::CancelIoEx(reinterpret_cast<HANDLE>(handle), nullptr) &&
       ::GetLastError() != ERROR_NOT_FOUND)
     return {static_cast<int>(::GetLastError()), std::system_category()};
   return {};
