@@ -28,6 +28,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <iterator>
 #include <limits>
 
 #include "arbor/io/clock.hpp"
@@ -61,6 +62,13 @@ constexpr RingSetup kRingSetups[] = {
     {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, taskrun flag"},
     {0, "basic"},
 };
+// Which set-up is tried first. ARBOR_RINGS_FIRST_SETUP exists only so perf/ can build rings
+// that any thread may reap (1: cooperative) and measure them beside the single-issuer ones.
+#ifndef ARBOR_RINGS_FIRST_SETUP
+#define ARBOR_RINGS_FIRST_SETUP 0
+#endif
+constexpr std::size_t kFirstRingSetup = ARBOR_RINGS_FIRST_SETUP;
+static_assert(kFirstRingSetup < std::size(kRingSetups), "ARBOR_RINGS_FIRST_SETUP: 0, 1 or 2");
 
 // Sets `r` up on the thread calling init(), so that running out of descriptors or memory fails
 // Engine::create() rather than a worker's open() later (which would leave that ring's sockets,
@@ -69,7 +77,8 @@ constexpr RingSetup kRingSetups[] = {
 // it its one issuer. Returns the set-up's name or the error.
 Result<const char*> set_up_ring(Ring& r, unsigned entries) noexcept {
   int e = -EINVAL;
-  for (const RingSetup& s : kRingSetups) {
+  for (std::size_t i = kFirstRingSetup; i < std::size(kRingSetups); ++i) {
+    const RingSetup& s = kRingSetups[i];
     io_uring_params params{};
     const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
     params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
