@@ -1087,8 +1087,10 @@ TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
     });
     ASSERT_TRUE(s.scheduler.submit(item));
     wait_or_exit(running, "the long item");
+    // The item ends only once this thread sleeps inside stop(), waiting for it.
+    const pid_t stopper = static_cast<pid_t>(::syscall(SYS_gettid));
     std::thread releaser([&] {
-      std::this_thread::sleep_for(300ms);
+      EXPECT_TRUE(eventually_asleep(stopper));
       release.count_down();
     });
     s.engine->stop();
