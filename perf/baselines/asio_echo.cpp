@@ -4,24 +4,16 @@
 // per-connection buffer (Asio recycles handler memory per thread). Prints "ready <port>".
 // argv[3] (optional, perf/compare-ring-shapes): every 100th message a thread echoes burns that
 // many µs of CPU first, an uneven request.
-#include <chrono>
 #include <cstdlib>
 #include <memory>
 #include <utility>
 
+#include "../echo/uneven_load.hpp"
 #include "asio_server.hpp"
 
 namespace {
 
-int busy_us = 0;
-
-void maybe_burn() {
-  thread_local unsigned count = 0;
-  if (busy_us <= 0 || ++count % 100 != 0) return;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(busy_us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
+arbor::perf::UnevenLoad uneven{0};
 
 class Session : public std::enable_shared_from_this<Session> {
  public:
@@ -34,7 +26,7 @@ class Session : public std::enable_shared_from_this<Session> {
         asio::buffer(buffer_),
         [self = shared_from_this()](boost::system::error_code ec, std::size_t n) {
           if (ec) return;
-          maybe_burn();
+          uneven.on_message();
           self->write(n);
         });
   }
@@ -51,6 +43,6 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 3) busy_us = std::atoi(argv[3]);
+  if (argc > 3) uneven = arbor::perf::UnevenLoad{std::atoi(argv[3])};
   return serve_per_thread<Session>(argc, argv);
 }

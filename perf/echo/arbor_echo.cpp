@@ -3,32 +3,24 @@
 // and runs until SIGTERM/SIGINT. argv[2] (optional, perf/compare-ring-shapes): every 100th
 // message a worker thread echoes burns that many µs of CPU first, an uneven request, as
 // perf/baselines/asio_echo does.
-#include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <thread>
 
 #include "arbor/arbor.hpp"
+#include "uneven_load.hpp"
 
 namespace {
 
-int busy_us = 0;
-
-void maybe_burn() {
-  thread_local unsigned count = 0;
-  if (busy_us <= 0 || ++count % 100 != 0) return;
-  const auto end = std::chrono::steady_clock::now() + std::chrono::microseconds(busy_us);
-  while (std::chrono::steady_clock::now() < end) {
-  }
-}
+arbor::perf::UnevenLoad uneven{0};
 
 arbor::Task<> echo(arbor::TcpStream stream) {
   std::byte buffer[4096];
   for (;;) {
     auto n = co_await stream.read_some(buffer);
     if (!n || *n == 0) co_return;
-    maybe_burn();
+    uneven.on_message();
     if (!co_await stream.write_all({buffer, *n})) co_return;
   }
 }
@@ -51,7 +43,7 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address) {
 int main(int argc, char** argv) {
   auto address = arbor::Address::parse(argc > 1 ? argv[1] : "127.0.0.1:0");
   if (!address) return 2;
-  if (argc > 2) busy_us = std::atoi(argv[2]);
+  if (argc > 2) uneven = arbor::perf::UnevenLoad{std::atoi(argv[2])};
   sigset_t signals;
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
