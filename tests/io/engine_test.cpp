@@ -14,6 +14,7 @@
 #include <string_view>
 #include <vector>
 
+#include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/io/socket.hpp"
 #include "engine_test_support.hpp"
@@ -27,29 +28,43 @@ using test::Timed;
 
 // Each engine twice: in its default io mode (the parameter is its name), and with dedicated
 // pollers ("<name>-pollers"), whose rings and epoll sets are set up and driven differently (an
-// io_uring poller's ring is single-issuer with deferred task work).
+// io_uring poller's ring is single-issuer with deferred task work); and io_uring a third time
+// with a ring per worker ("uring-rings"), on a scheduler with per-worker parking, where each
+// worker submits to, reaps and delivers from its own ring.
 class EngineTest : public ::testing::TestWithParam<std::string> {
  protected:
   static constexpr std::string_view kPollers = "-pollers";
+  static constexpr std::string_view kRings = "-rings";
   static bool pollers() { return GetParam().ends_with(kPollers); }
+  static bool rings() { return GetParam().ends_with(kRings); }
   static std::string kind() {
-    return pollers() ? GetParam().substr(0, GetParam().size() - kPollers.size()) : GetParam();
+    if (pollers()) return GetParam().substr(0, GetParam().size() - kPollers.size());
+    if (rings()) return GetParam().substr(0, GetParam().size() - kRings.size());
+    return GetParam();
+  }
+  /// Scheduler options for this test's io mode: `workers` workers, parking per worker for the
+  /// rings variant (runtime_support.hpp's helper, which the runtime suites use too).
+  static sched::SchedulerOptions scheduler_options(int workers) {
+    return arbor::test::scheduler_options(GetParam(), {.workers = workers});
   }
   /// An engine of this test's kind and io mode, unless `o` names a mode itself.
   std::unique_ptr<Engine> make(sched::Scheduler& scheduler, EngineOptions o) {
     o.kind = kind();
     if (pollers() && !o.io_mode) o.io_mode = IoMode::pollers;
+    if (rings() && !o.io_mode) o.io_mode = IoMode::rings;
     auto engine = Engine::create(scheduler, o);
     EXPECT_TRUE(engine) << engine.error().message();
     return engine ? std::move(*engine) : nullptr;
   }
 };
 
+// Every engine in its default mode and with pollers; io_uring also with a ring per worker.
 std::vector<std::string> engines_in_both_modes() {
   std::vector<std::string> params;
   for (const std::string& name : Engine::available()) {
     params.push_back(name);
     params.push_back(name + "-pollers");
+    if (name == "uring") params.push_back(name + "-rings");
   }
   return params;
 }
@@ -59,7 +74,7 @@ std::vector<std::string> engines_in_both_modes() {
 // of n events makes at least ceil(n / B) of them).
 TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
   constexpr std::size_t kPairs = 1000, kBatch = 64, kTree = 8;
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+  sched::Scheduler scheduler(scheduler_options(2));
   EngineOptions o;
   o.max_batch = kBatch;
   o.max_tree = kTree;
@@ -109,7 +124,7 @@ TEST_P(EngineTest, BurstIsDeliveredAsBoundedTreesExactlyOnce) {
 }
 
 TEST_P(EngineTest, TimersFireNotBeforeTheirDeadlineAndCancelledOnesReportCancel) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 2});
+  sched::Scheduler scheduler(scheduler_options(2));
   auto engine = make(scheduler, {});
   ASSERT_TRUE(engine);
   std::vector<Timed> timers(200);
@@ -138,7 +153,7 @@ TEST_P(EngineTest, TimersFireNotBeforeTheirDeadlineAndCancelledOnesReportCancel)
 }
 
 TEST_P(EngineTest, CancelCompletesAPendingReceiveOnce) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  sched::Scheduler scheduler(scheduler_options(1));
   auto engine = make(scheduler, {});
   ASSERT_TRUE(engine);
   Handle fds[2];
@@ -161,7 +176,7 @@ TEST_P(EngineTest, CancelCompletesAPendingReceiveOnce) {
 }
 
 TEST_P(EngineTest, CancelAllCancelsPendingWorkAndRefusesLaterWork) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  sched::Scheduler scheduler(scheduler_options(1));
   auto engine = make(scheduler, {});
   ASSERT_TRUE(engine);
   Handle fds[2];
@@ -197,8 +212,10 @@ TEST_P(EngineTest, CancelAllCancelsPendingWorkAndRefusesLaterWork) {
   scheduler.stop();
 }
 
+// The poller is whoever reaped the completion: a poller thread, the worker holding the poll
+// right, or (rings) the worker that owns the socket's ring; never the scheduler's queues.
 TEST_P(EngineTest, InlineModeRunsCompletionsOnThePoller) {
-  sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
+  sched::Scheduler scheduler(scheduler_options(1));
   EngineOptions o;
   o.inline_completions = true;
   auto engine = make(scheduler, o);
@@ -289,7 +306,9 @@ TEST(EngineOptions, IoModeParsesAutoWorkersPollersAndNothingElse) {
 
 // Unset, the io mode is the engine's own default (both Linux engines: workers; iocp: pollers;
 // as documented in README and docs/benchmarks.md), and the engine's options() say which it runs
-// in; set, it is what was asked for.
+// in; set, it is what was asked for. The scheduler parks its workers together whatever the
+// variant: the default mode (workers) needs that, and per-worker parking refuses it; rings,
+// which need per-worker parking, are named on a scheduler of their own below.
 TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   const IoMode expected = kind() == "iocp" ? IoMode::pollers : IoMode::workers;
@@ -306,6 +325,14 @@ TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
     e->stop();
   }
   scheduler.stop();
+  if (rings()) {
+    sched::Scheduler per_worker(scheduler_options(1));
+    auto e = make(per_worker, {});
+    ASSERT_NE(e, nullptr);
+    EXPECT_EQ(e->options().io_mode, IoMode::rings);
+    e->stop();
+    per_worker.stop();
+  }
 }
 
 TEST(Engine, AutoPrefersUringWhenAvailable) {

@@ -123,7 +123,7 @@ TEST(Timer, SleepOutsideARuntimeIsAnError) {
   handle.destroy();
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, TimerTest, ::testing::ValuesIn(io::Engine::available()),
+INSTANTIATE_TEST_SUITE_P(Engines, TimerTest, ::testing::ValuesIn(test::engine_variants()),
                          test::engine_name);
 
 }  // namespace
