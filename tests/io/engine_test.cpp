@@ -281,12 +281,13 @@ TEST(EngineOptions, FromEnvironment) {
   test::unset_env("ARBOR_MAX_TREE");
 }
 
-TEST(EngineOptions, IoModeParsesAutoWorkersPollersAndNothingElse) {
+TEST(EngineOptions, IoModeParsesAutoWorkersPollersRingsAndNothingElse) {
   EXPECT_EQ(*parse_io_mode("workers"), IoMode::workers);
   EXPECT_EQ(*parse_io_mode("pollers"), IoMode::pollers);
+  EXPECT_EQ(*parse_io_mode("rings"), IoMode::rings);
   EXPECT_EQ(*parse_io_mode("auto"), std::nullopt);
   EXPECT_EQ(*parse_io_mode(""), std::nullopt);
-  for (const char* bad : {"threads", "Workers", "worker", "auto "}) {
+  for (const char* bad : {"threads", "Workers", "worker", "auto ", "ring"}) {
     auto mode = parse_io_mode(bad);
     ASSERT_FALSE(mode) << bad;
     EXPECT_EQ(mode.error(), std::errc::invalid_argument);

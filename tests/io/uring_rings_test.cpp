@@ -1221,7 +1221,9 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
   const bool created = s->engine != nullptr;
   // Once both workers sleep again they have been through their open() (attaching claims and
   // wakes every sleeper for it); then give the fds back.
-  if (created) ASSERT_TRUE(eventually([&] { return s->scheduler.parked_workers() == 2; }));
+  if (created) {
+    ASSERT_TRUE(eventually([&] { return s->scheduler.parked_workers() == 2; }));
+  }
   for (int fd : filler)
     ::close(fd);
   ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
