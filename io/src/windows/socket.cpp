@@ -11,6 +11,7 @@
 
 #include <cerrno>
 
+#include "arbor/io/log.hpp"
 #include "windows/winsock.hpp"
 
 namespace arbor::io {
@@ -86,15 +87,20 @@ std::error_code listen(Handle handle, int backlog) noexcept {
 // issues again a call it did not cancel itself, and on the shut side that call fails at once
 // (a receive reports end of stream, a send EPIPE, as POSIX does); on the side still open it
 // waits on as before. A cancelled send that had moved bytes reports those, and the next send
-// meets the shut side. Test: SocketTest.ShutdownWriteEndsAPendingWrite.
+// meets the shut side. Tests: SocketTest.ShutdownWrite* (wine; a report, vibe-d/eventcore#225,
+// says a cancelled receive on some Windows versions leaves the read side closed, which
+// ShutdownWriteLeavesAPendingReadWaiting would catch on a real Windows runner).
 std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
   const int native = how == ShutdownHow::read    ? SD_RECEIVE
                      : how == ShutdownHow::write ? SD_SEND
                                                  : SD_BOTH;
   if (auto failed = check(::shutdown(socket_of(handle), native))) return failed;
+  // The direction is shut down by now: a failed cancel is not this call's failure (its pending
+  // calls then end as Windows ends them), so it is logged, not returned.
   if (!::CancelIoEx(reinterpret_cast<HANDLE>(handle), nullptr) &&
       ::GetLastError() != ERROR_NOT_FOUND)
-    return {static_cast<int>(::GetLastError()), std::system_category()};
+    log::warn("shutdown: CancelIoEx failed ({}); calls pending on the socket were not reissued",
+              ::GetLastError());
   return {};
 }
 
