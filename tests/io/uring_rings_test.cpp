@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -25,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
+#include "arbor/arbor.hpp"
 #include "arbor/io/clock.hpp"
 #include "common/descriptor.hpp"
 #include "engine_test_support.hpp"
@@ -1266,6 +1269,61 @@ TEST(UringRingsOptions, RingsIsAnIoModeName) {
   test::unset_env("ARBOR_IO_MODE");
   ASSERT_TRUE(options);
   EXPECT_EQ(options->io_mode, IoMode::rings);
+}
+
+// A task that yields in a loop keeps its worker busy, and nobody else may reap that worker's
+// ring: once a byte for a read on that ring is in the kernel, the read completes within a yield
+// or two (yield looks into the ring), not at the worker's periodic look (every 61st item).
+// One worker; the yielder writes only once the reader waits, and counts from the moment the
+// kernel holds the byte (FIONREAD), so the count does not depend on how fast anything runs.
+TEST(UringRingsRuntime, AYieldLoopLetsTheWorkersOwnIoComplete) {
+  const auto available = Engine::available();
+  if (std::find(available.begin(), available.end(), "uring") == available.end())
+    GTEST_SKIP() << "io_uring cannot run here";
+  auto rt = arbor::test::make_runtime("uring-rings", 1);
+  ASSERT_TRUE(rt);
+  struct Round {
+    std::atomic<bool> waiting{false};
+    std::atomic<bool> got{false};
+  };
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto listener = TcpListener::bind(r, Address::loopback_v4(0));
+    if (!listener) co_return "bind";
+    auto accepted = r.spawn(listener->accept());
+    auto client = co_await TcpStream::connect(r, *listener->local_address());
+    auto server = co_await std::move(accepted);
+    if (!client || !server) co_return "connect";
+    for (int round = 0; round < 20; ++round) {
+      Round state;
+      auto reader = r.spawn([](TcpStream& s, Round& st) -> Task<bool> {
+        std::byte b[1];
+        st.waiting = true;
+        auto n = co_await s.read_some(b);
+        st.got = true;
+        co_return n&&* n == 1;
+      }(*server, state));
+      auto yielder = r.spawn([](TcpStream& c, TcpStream& s, Round& st) -> Task<int> {
+        while (!st.waiting)
+          co_await yield();
+        if (!co_await c.write_all(std::as_bytes(std::span("x", 1)))) co_return -2;
+        int after = 0;  // yields since the kernel held the byte
+        for (int i = 0; i < 100'000 && !st.got; ++i) {
+          int queued = 0;
+          if (after > 0 || (::ioctl(s.native_handle(), FIONREAD, &queued) == 0 && queued > 0))
+            ++after;
+          co_await yield();
+        }
+        co_return st.got ? after : -1;
+      }(*client, *server, state));
+      const int after = co_await std::move(yielder);
+      if (!co_await std::move(reader)) co_return "read";
+      if (after < 0 || after > 4)
+        co_return "round " + std::to_string(round) + ": the read took " + std::to_string(after) +
+            " yields after its byte arrived";
+    }
+    co_return "ok";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
 
 }  // namespace
