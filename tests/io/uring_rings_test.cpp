@@ -1309,7 +1309,8 @@ TEST(UringRingsRuntime, AYieldLoopLetsTheWorkersOwnIoComplete) {
         int after = 0;  // yields since the kernel held the byte
         for (int i = 0; i < 100'000 && !st.got; ++i) {
           int queued = 0;
-          if (after > 0 || (::ioctl(s.native_handle(), FIONREAD, &queued) == 0 && queued > 0))
+          if (after > 0 ||
+              (::ioctl(static_cast<int>(s.native_handle()), FIONREAD, &queued) == 0 && queued > 0))
             ++after;
           co_await yield();
         }
