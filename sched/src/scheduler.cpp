@@ -804,16 +804,23 @@ void Scheduler::enter_blocking() noexcept {
     if (first != nullptr) global_.push_batch(first, last, count);
     // With a driver of our own nobody else can reap it (a ring per worker has one issuer):
     // what has completed so far goes to everyone too (dispatched inside an item while
-    // `blocking` is set: to the global queue). What completes during the region waits for its
-    // end; see blocking_region.hpp.
-    if (per_worker_) look_into_own_driver(*w, /*inside_item=*/true);
+    // `blocking` is set: to the global queue), and the driver hands what it still watches to
+    // the other workers' drivers (blocking_region.hpp says what may stay).
+    if (per_worker_) {
+      look_into_own_driver(*w, /*inside_item=*/true);
+      if (w->blocking == 1 && w->own_driver != nullptr) w->own_driver->before_blocking();
+    }
   }
   if (!notify_parked()) start_spare_if_needed();
 }
 
 void Scheduler::leave_blocking() noexcept {
   Worker* w = this_worker();
-  if (w != nullptr && &w->owner == this) --w->blocking;
+  if (w != nullptr && &w->owner == this) {
+    --w->blocking;
+    if (per_worker_ && w->blocking == 0 && w->own_driver != nullptr)
+      w->own_driver->after_blocking();
+  }
   blocked_.fetch_sub(1, std::memory_order_seq_cst);
 }
 

@@ -30,6 +30,7 @@
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
 #include "arbor/io/clock.hpp"
+#include "arbor/sched/blocking_region.hpp"
 #include "common/descriptor.hpp"
 #include "engine_test_support.hpp"
 #include "linux/uring_engine.hpp"
@@ -1246,6 +1247,275 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
 }
 
 // Catches: an io mode the engine cannot run accepted silently: epoll has no rings mode.
+// --- BlockingRegion: a blocked worker's sockets move to the other rings --------------------
+
+bool uring_available() {
+  const auto available = Engine::available();
+  return std::find(available.begin(), available.end(), "uring") != available.end();
+}
+
+// An item that blocks in a BlockingRegion until released (or 30 s pass).
+struct BlockingItem {
+  Countdown blocked{1}, release{1}, done{1};
+  sched::test::FnItem item{[this](sched::Disposition) {
+    {
+      sched::BlockingRegion region;
+      blocked.count_down();
+      release.wait(30s);
+    }
+    done.count_down();
+  }};
+  void end() {
+    release.count_down();
+    wait_or_exit(done, "the blocking item's end");
+  }
+};
+
+// BlockingRegion's promise with a ring per worker: IO keeps completing while a worker blocks.
+// Receives wait on sockets spread over both rings; one worker then blocks in a region; bytes
+// sent meanwhile must complete every receive before the region ends (the blocked worker's
+// sockets moved to the other ring). A second round on the same sockets after the region works
+// too. Catches: IO on a blocked worker's ring held until its region ends (the 10 s wait fails).
+TEST(UringRingsScheduled, ReceivesOnABlockedWorkersRingCompleteDuringItsRegion) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.multishot = multishot;
+    ScheduledRings s(2, o);
+    ASSERT_TRUE(s.engine);
+    constexpr int kPairs = 6;
+    Handle fds[kPairs][2];
+    std::vector<DescriptorRef> sockets;
+    Countdown received(kPairs);
+    test::Receive ops[kPairs];
+    for (int i = 0; i < kPairs; ++i) {
+      ASSERT_TRUE(test::stream_pair(fds[i]));
+      auto a = s.engine->attach(fds[i][0]);
+      ASSERT_TRUE(a);
+      sockets.push_back(*a);
+      ops[i].prepare(*a, received);
+      ASSERT_FALSE(s.engine->start(ops[i]));
+    }
+    ASSERT_TRUE(s.all_asleep());
+    BlockingItem blocker;
+    ASSERT_TRUE(s.scheduler.submit(blocker.item));
+    wait_or_exit(blocker.blocked, "the blocking item");
+    for (int i = 0; i < kPairs; ++i)
+      ASSERT_TRUE(test::send_byte(fds[i][1], static_cast<char>('a' + i)));
+    const bool during = received.wait(10s);
+    const int left = received.left();
+    blocker.end();
+    ASSERT_TRUE(during) << left << " receive(s) waited for the region's end";
+    ASSERT_TRUE(received.wait(10s));
+    for (int i = 0; i < kPairs; ++i) {
+      EXPECT_EQ(ops[i].last.load(), 1);
+      EXPECT_EQ(ops[i].completions.load(), 1);
+      EXPECT_EQ(static_cast<char>(ops[i].byte), static_cast<char>('a' + i));
+    }
+    EXPECT_GE(s.engine->counters().get("ring_moves"), 1u);
+    // After the region: the moved sockets work on their new ring, the others on theirs.
+    Countdown again(kPairs);
+    test::Receive next[kPairs];
+    for (int i = 0; i < kPairs; ++i) {
+      next[i].prepare(sockets[static_cast<std::size_t>(i)], again);
+      ASSERT_FALSE(s.engine->start(next[i]));
+      ASSERT_TRUE(test::send_byte(fds[i][1], static_cast<char>('A' + i)));
+    }
+    ASSERT_TRUE(again.wait(10s)) << again.left() << " receive(s) lost after the region";
+    for (int i = 0; i < kPairs; ++i) {
+      EXPECT_EQ(next[i].last.load(), 1);
+      EXPECT_EQ(static_cast<char>(next[i].byte), static_cast<char>('A' + i));
+    }
+    for (auto d : sockets)
+      s.engine->close(d);
+    for (auto& f : fds)
+      test::close_peer(f[1]);
+    EXPECT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+  }
+}
+
+// Bytes a multishot receive buffered on the blocked worker's ring (in that ring's provided
+// buffers) and bytes sent during the region reach the reader in order, during the region.
+// Catches: a socket whose buffered chunks are read with the wrong ring's buffers after the
+// move, bytes reordered across the move, or the receive re-armed nowhere.
+TEST(UringRingsScheduled, BufferedBytesAndLaterOnesArriveInOrderAcrossTheMove) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  ScheduledRings s(2);
+  ASSERT_TRUE(s.engine);
+  constexpr int kPairs = 4;
+  Handle fds[kPairs][2];
+  std::vector<DescriptorRef> sockets;
+  for (int i = 0; i < kPairs; ++i) {
+    ASSERT_TRUE(test::stream_pair(fds[i]));
+    auto a = s.engine->attach(fds[i][0]);
+    ASSERT_TRUE(a);
+    sockets.push_back(*a);
+    // A first read arms the socket's multishot receive, which then buffers what comes.
+    Countdown first(1);
+    test::Receive op;
+    op.prepare(*a, first);
+    ASSERT_FALSE(s.engine->start(op));
+    ASSERT_TRUE(test::send_byte(fds[i][1], 'x'));
+    ASSERT_TRUE(first.wait(10s));
+    ASSERT_EQ(op.last.load(), 1);
+    ASSERT_EQ(::send(static_cast<int>(fds[i][1]), "ab", 2, MSG_NOSIGNAL), 2);
+  }
+  ASSERT_TRUE(s.all_asleep());  // the rings have reaped (and buffered) "ab"
+  BlockingItem blocker;
+  ASSERT_TRUE(s.scheduler.submit(blocker.item));
+  wait_or_exit(blocker.blocked, "the blocking item");
+  for (int i = 0; i < kPairs; ++i)
+    ASSERT_EQ(::send(static_cast<int>(fds[i][1]), "cd", 2, MSG_NOSIGNAL), 2);
+  std::string got[kPairs];
+  bool during = true;
+  for (int i = 0; i < kPairs && during; ++i) {
+    while (got[i].size() < 4) {
+      Countdown one(1);
+      Receive op;  // up to 16 bytes
+      op.prepare(sockets[static_cast<std::size_t>(i)], one);
+      std::int64_t n;
+      if (s.engine->start(op)) {
+        n = op.result;  // served at once, from what the socket had buffered
+      } else if (one.wait(10s)) {
+        n = op.last.load();
+      } else {
+        during = false;
+        break;
+      }
+      if (n <= 0) break;
+      got[i].append(op.bytes, static_cast<std::size_t>(n));
+    }
+  }
+  blocker.end();
+  ASSERT_TRUE(during) << "a read waited for the region's end";
+  for (int i = 0; i < kPairs; ++i)
+    EXPECT_EQ(got[i], "abcd") << "socket " << i;
+  for (auto d : sockets)
+    s.engine->close(d);
+  for (auto& f : fds)
+    test::close_peer(f[1]);
+  EXPECT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+}
+
+// Accepts waiting on a blocked worker's ring complete during its region. Catches: a listener's
+// multishot (or single-shot) accept left on the blocked ring.
+TEST(UringRingsScheduled, AcceptsOnABlockedWorkersRingCompleteDuringItsRegion) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.multishot = multishot;
+    ScheduledRings s(2, o);
+    ASSERT_TRUE(s.engine);
+    constexpr int kListeners = 2;  // one on each ring
+    sockaddr_in address[kListeners];
+    std::vector<DescriptorRef> listeners;
+    Countdown accepted(kListeners);
+    Accept ops[kListeners];
+    for (int i = 0; i < kListeners; ++i) {
+      const int fd = loopback_listener(address[i]);
+      ASSERT_GE(fd, 0);
+      auto a = s.engine->attach(fd);
+      ASSERT_TRUE(a);
+      listeners.push_back(*a);
+      ops[i].prepare(*a, accepted);
+      ASSERT_FALSE(s.engine->start(ops[i]));
+    }
+    ASSERT_NE(listeners[0].descriptor->poller, listeners[1].descriptor->poller);
+    ASSERT_TRUE(s.all_asleep());
+    BlockingItem blocker;
+    ASSERT_TRUE(s.scheduler.submit(blocker.item));
+    wait_or_exit(blocker.blocked, "the blocking item");
+    int clients[kListeners];
+    for (int i = 0; i < kListeners; ++i) {
+      clients[i] = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      ASSERT_EQ(::connect(clients[i], reinterpret_cast<sockaddr*>(&address[i]), sizeof address[i]),
+                0);
+    }
+    const bool during = accepted.wait(10s);
+    const int left = accepted.left();
+    blocker.end();
+    ASSERT_TRUE(during) << left << " accept(s) waited for the region's end";
+    for (auto& op : ops) {
+      EXPECT_GE(op.last.load(), 0);
+      if (op.last.load() >= 0) ::close(static_cast<int>(op.last.load()));
+    }
+    for (int c : clients)
+      ::close(c);
+    for (auto d : listeners)
+      s.engine->close(d);
+    EXPECT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+  }
+}
+
+// Closes and cancels racing the moves: short regions entered again and again while this thread
+// closes some sockets and cancels the receives of others. Every receive completes exactly once
+// (with a byte, or -ECANCELED), nothing stays attached, nothing hangs.
+TEST(UringRingsScheduled, ClosesAndCancelsRacingRegionsLoseNothing) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.multishot = multishot;
+    ScheduledRings s(2, o);
+    ASSERT_TRUE(s.engine);
+    for (int round = 0; round < 30; ++round) {
+      SCOPED_TRACE(round);
+      constexpr int kPairs = 8;
+      Handle fds[kPairs][2];
+      std::vector<DescriptorRef> sockets;
+      Countdown received(kPairs);
+      test::Receive ops[kPairs];
+      for (int i = 0; i < kPairs; ++i) {
+        ASSERT_TRUE(test::stream_pair(fds[i]));
+        auto a = s.engine->attach(fds[i][0]);
+        ASSERT_TRUE(a);
+        sockets.push_back(*a);
+        ops[i].prepare(*a, received);
+        ASSERT_FALSE(s.engine->start(ops[i]));
+      }
+      std::atomic<int> regions{0};
+      Countdown regions_done(1);
+      sched::test::FnItem regioner([&](sched::Disposition) {
+        for (int k = 0; k < 20; ++k) {
+          sched::BlockingRegion region;
+          regions.fetch_add(1);
+        }
+        regions_done.count_down();
+      });
+      ASSERT_TRUE(s.scheduler.submit(regioner));
+      for (int i = 0; i < kPairs; ++i) {
+        switch (i % 3) {
+          case 0:
+            s.engine->close(sockets[static_cast<std::size_t>(i)]);
+            break;
+          case 1:
+            s.engine->cancel(ops[i]);
+            break;
+          default:
+            ASSERT_TRUE(test::send_byte(fds[i][1], 'z'));
+        }
+      }
+      wait_or_exit(regions_done, "the regions");
+      ASSERT_TRUE(received.wait(10s)) << received.left() << " receive(s) never completed";
+      for (int i = 0; i < kPairs; ++i) {
+        EXPECT_EQ(ops[i].completions.load(), 1) << "receive " << i;
+        const std::int64_t r = ops[i].last.load();
+        if (i % 3 == 2)
+          EXPECT_EQ(r, 1) << "receive " << i;
+        else
+          EXPECT_TRUE(r == 1 || r == -ECANCELED) << "receive " << i << ": " << r;
+      }
+      for (int i = 0; i < kPairs; ++i)
+        if (i % 3 != 0) s.engine->close(sockets[static_cast<std::size_t>(i)]);
+      for (auto& f : fds)
+        test::close_peer(f[1]);
+      ASSERT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+    }
+  }
+}
+
 TEST(UringRingsOptions, EpollRefusesRingsMode) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   EngineOptions o;
@@ -1321,6 +1591,56 @@ TEST(UringRingsRuntime, AYieldLoopLetsTheWorkersOwnIoComplete) {
       if (after < 0 || after > 4)
         co_return "round " + std::to_string(round) + ": the read took " + std::to_string(after) +
             " yields after its byte arrived";
+    }
+    co_return "ok";
+  };
+  EXPECT_EQ(rt->block_on(body(*rt)), "ok");
+}
+
+// The user's view: on a runtime with a ring per worker, reads keep completing while a task
+// blocks its worker in a BlockingRegion (here, until the reads are done). Each round's blocker
+// waits up to 10 s; if the reads needed the blocked worker's ring, they would need that long.
+TEST(UringRingsRuntime, ReadsCompleteWhileATaskBlocksItsWorkerInARegion) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  auto rt = arbor::test::make_runtime("uring-rings", 2);
+  ASSERT_TRUE(rt);
+  auto body = [](Runtime& r) -> Task<std::string> {
+    auto listener = TcpListener::bind(r, Address::loopback_v4(0));
+    if (!listener) co_return "bind";
+    constexpr int kConnections = 4;
+    std::vector<TcpStream> clients, servers;
+    for (int i = 0; i < kConnections; ++i) {
+      auto accepted = r.spawn(listener->accept());
+      auto client = co_await TcpStream::connect(r, *listener->local_address());
+      auto server = co_await std::move(accepted);
+      if (!client || !server) co_return "connect";
+      clients.push_back(std::move(*client));
+      servers.push_back(std::move(*server));
+    }
+    for (int round = 0; round < 6; ++round) {
+      Countdown blocked(1), reads(kConnections);
+      std::vector<JoinHandle<bool>> readers;
+      for (auto& s : servers)
+        readers.push_back(r.spawn([](TcpStream& s, Countdown& done) -> Task<bool> {
+          std::byte b[1];
+          auto n = co_await s.read_some(b);
+          done.count_down();
+          co_return n&&* n == 1;
+        }(s, reads)));
+      auto blocker = r.spawn([](Countdown& blocked, Countdown& reads) -> Task<bool> {
+        sched::BlockingRegion region;
+        blocked.count_down();
+        co_return reads.wait(10s);
+      }(blocked, reads));
+      // Wait (without blocking a worker) until the blocker holds its worker.
+      while (blocked.left() != 0)
+        co_await yield();
+      for (auto& c : clients)
+        if (!co_await c.write_all(std::as_bytes(std::span("x", 1)))) co_return "write";
+      const bool during = co_await std::move(blocker);
+      for (auto& h : readers)
+        if (!co_await std::move(h)) co_return "read";
+      if (!during) co_return "round " + std::to_string(round) + ": reads waited for the region";
     }
     co_return "ok";
   };

@@ -506,7 +506,8 @@ TEST(SchedulerWorkerDrivers, ACompletionReadyWhenAWorkerEntersABlockingRegionRun
   s.stop();
 }
 
-// The limit of a ring per worker (blocking_region.hpp): IO that completes on a blocked worker's
+// What a driver cannot hand over (blocking_region.hpp; this fake's before_blocking() moves
+// nothing, like a ring with no other ring to move to): IO that completes on a blocked worker's
 // own driver *during* the region waits for the region's end, as it waits for a long item's.
 // Catches: such a completion lost rather than late.
 TEST(SchedulerWorkerDrivers, ACompletionArrivingDuringABlockingRegionRunsAfterIt) {

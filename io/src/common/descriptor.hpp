@@ -41,7 +41,11 @@ namespace arbor::io {
 struct Descriptor {
   std::mutex lock;
   Handle fd = kInvalidHandle;
-  int poller = 0;
+  // The poller (ring) that serves it. Set by reset(); changed later only by io_uring's rings
+  // mode, under `lock`, when a worker entering a BlockingRegion moves its sockets to other
+  // rings. So a request is pushed to the ring read under the lock; reads outside it must not
+  // care which ring they get (every ring has the same set-up).
+  std::atomic<int> poller{0};
   std::uint32_t generation = 0;  // a stale name would have to outlive 2^32 reuses to match
   bool closed = false;
   bool fd_closed = false;
@@ -56,7 +60,7 @@ struct Descriptor {
   void reset(Handle handle, int owner) noexcept {
     ++generation;  // names handed out for earlier sockets go stale
     fd = handle;
-    poller = owner;
+    poller.store(owner, std::memory_order_relaxed);
     closed = fd_closed = false;
     busy = 0;
     slot[0] = slot[1] = nullptr;

@@ -25,6 +25,7 @@ void Ring::report_submit_error(int e) noexcept {
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   UringOp& state = state_of<UringOp>(op);
+  state.in_ring = true;
   switch (op.kind) {
     case OpKind::receive:
       io_uring_prep_recv(sqe, fd, op.data, op.size, 0);
@@ -104,6 +105,7 @@ std::error_code UringEngine::init(bool attach) {
   const bool rings_mode = options().io_mode == IoMode::rings;
   for (auto& r : rings_) {
     r = std::make_unique<Ring>();
+    r->index = static_cast<int>(&r - rings_.data());
     r->wakes = &wakes_;
     r->submits = &submits_;
     r->engine = this;
@@ -178,11 +180,11 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
 bool UringEngine::start(Operation& op) noexcept {
   auto& d = descriptor_of<UringDescriptor>(op);
   const int side = Descriptor::side(op.kind);
-  Ring& ring = ring_of(d);
-  if (ring.multishot && op.kind == OpKind::accept) return start_multishot_accept(ring, d, op);
-  if (ring.multishot &&
-      ((op.kind == OpKind::receive && op.size > 0) || op.kind == OpKind::readable))
-    return start_multishot_receive(ring, d, op);
+  const bool multishot = ring_of(d).multishot;  // every ring's is the same
+  if (multishot && op.kind == OpKind::accept) return start_multishot_accept(d, op);
+  if (multishot && ((op.kind == OpKind::receive && op.size > 0) || op.kind == OpKind::readable))
+    return start_multishot_receive(d, op);
+  Ring* ring = nullptr;  // read under d.lock: the socket may move (lend())
   if (op.kind == OpKind::send || op.kind == OpKind::send_vectored) {
     {
       std::lock_guard guard(d.lock);
@@ -195,15 +197,16 @@ bool UringEngine::start(Operation& op) noexcept {
     {
       std::lock_guard guard(d.lock);
       --d.busy;
+      ring = &ring_of(d);
       if (r == -EAGAIN && !d.closed && !cancelling() &&
           !op.cancel_requested.load(std::memory_order_relaxed)) {
-        queue_start(ring, d, op, side);
+        queue_start(*ring, d, op, side);
         queued = pushed = true;
       } else {
-        pushed = queue_close_if_due(ring, d);  // a close that waited for this send
+        pushed = queue_close_if_due(*ring, d);  // a close that waited for this send
       }
     }
-    if (pushed) ring.notify();
+    if (pushed) ring->notify();
     if (queued) return false;
     op.result = r == -EAGAIN ? -ECANCELED : r;
     return true;
@@ -211,15 +214,16 @@ bool UringEngine::start(Operation& op) noexcept {
   {
     std::lock_guard guard(d.lock);
     if (!admit_start(d, op)) return true;
-    queue_start(ring, d, op, side);
+    ring = &ring_of(d);
+    queue_start(*ring, d, op, side);
   }
-  ring.notify();
+  ring->notify();
   return false;
 }
 
 void UringEngine::cancel(Operation& op) noexcept {
   auto& d = descriptor_of<UringDescriptor>(op);
-  Ring& ring = ring_of(d);
+  Ring* ring = nullptr;
   const int side = Descriptor::side(op.kind);
   {
     std::lock_guard guard(d.lock);
@@ -231,22 +235,24 @@ void UringEngine::cancel(Operation& op) noexcept {
     if (d.closed || d.generation != op.generation || d.slot[side] != &op || d.cancel_queued[side])
       return;
     d.cancel_queued[side] = true;
-    ring.push(d.cancel_request[side]);
+    ring = &ring_of(d);
+    ring->push(d.cancel_request[side]);
   }
-  ring.kick();  // cancellation is rare and should be prompt: no deferral
+  ring->kick();  // cancellation is rare and should be prompt: no deferral
 }
 
 void UringEngine::close(DescriptorRef socket) noexcept {
   auto* d = &descriptor_cast<UringDescriptor>(*socket.descriptor);
-  Ring& ring = ring_of(*d);
+  Ring* ring = nullptr;
   {
     std::lock_guard guard(d->lock);
     if (d->closed || d->generation != socket.generation) return;
     d->closed = true;
     d->close_queued = true;
-    ring.push(d->close_request);
+    ring = &ring_of(*d);
+    ring->push(d->close_request);
   }
-  ring.kick();
+  ring->kick();
 }
 
 void UringEngine::cancel_parked() noexcept {
@@ -322,8 +328,15 @@ std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcep
       if (on_multishot(r, d, cqes[i]->res, cqes[i]->flags, out[count])) ++count;
       continue;
     }
-    out[count++] = {&complete, reinterpret_cast<Operation*>(static_cast<std::uintptr_t>(data)),
-                    cqes[i]->res, reinterpret_cast<std::uintptr_t>(this)};
+    auto* op = reinterpret_cast<Operation*>(static_cast<std::uintptr_t>(data));
+    UringOp& state = state_of<UringOp>(*op);  // ours until this CQE's completion runs
+    state.in_ring = false;
+    if (state.moving) {
+      state.moving = false;
+      --r.moving;
+      if (move_on(r, *op, cqes[i]->res)) continue;
+    }
+    out[count++] = {&complete, op, cqes[i]->res, reinterpret_cast<std::uintptr_t>(this)};
   }
   io_uring_cq_advance(&r.ring, n);
   r.buffers.publish();
@@ -430,11 +443,15 @@ void UringEngine::drain(Ring& r) noexcept {
         auto* op = static_cast<Operation*>(request->owner);
         auto& d = descriptor_of<UringDescriptor>(*op);
         bool refuse;
+        Ring* moved;
         {
           std::lock_guard guard(d.lock);
           refuse = d.closed || op->cancel_requested.load(std::memory_order_relaxed) || cancelling();
+          moved = refuse ? nullptr : forward(r, d, *request);
         }
-        if (refuse) {
+        if (moved != nullptr) {
+          moved->kick();
+        } else if (refuse) {
           finish_refused(*op);
         } else {
           prepare(r.get_sqe(), *op, static_cast<int>(d.fd));
@@ -445,8 +462,9 @@ void UringEngine::drain(Ring& r) noexcept {
       case RequestKind::cancel_write: {
         const int side = request->kind == RequestKind::cancel_read ? 0 : 1;
         auto& d = *static_cast<UringDescriptor*>(request->owner);
-        Operation* target;
+        Operation* target = nullptr;
         bool claimed = false;
+        Ring* moved;
         {
           // Cancel whatever is pending on that side now, if it asked to be cancelled: the
           // operation that asked may have finished since, and its successor (perhaps at the
@@ -454,16 +472,21 @@ void UringEngine::drain(Ring& r) noexcept {
           // about the target is read here, under the lock: once it is unlocked, a pending
           // operation may complete and its memory become the next operation.
           std::lock_guard guard(d.lock);
-          d.cancel_queued[side] = false;
-          target = d.slot[side];
-          if (target != nullptr && !target->cancel_requested.load(std::memory_order_relaxed))
-            target = nullptr;
-          if (target != nullptr && state_of<UringOp>(*target).parked) {  // no SQE: take it out
-            d.slot[side] = nullptr;
-            claimed = true;
+          moved = forward(r, d, *request);  // cancel_queued stays set: it is queued there
+          if (moved == nullptr) {
+            d.cancel_queued[side] = false;
+            target = d.slot[side];
+            if (target != nullptr && !target->cancel_requested.load(std::memory_order_relaxed))
+              target = nullptr;
+            if (target != nullptr && state_of<UringOp>(*target).parked) {  // no SQE: take it out
+              d.slot[side] = nullptr;
+              claimed = true;
+            }
           }
         }
-        if (claimed) {
+        if (moved != nullptr) {
+          moved->kick();
+        } else if (claimed) {
           deliver_claimed(*target, -ECANCELED);
         } else if (target != nullptr) {  // the pointer is only user data here, not read
           io_uring_sqe* sqe = r.get_sqe();
@@ -474,16 +497,43 @@ void UringEngine::drain(Ring& r) noexcept {
       }
       case RequestKind::arm: {
         auto& d = *static_cast<UringDescriptor*>(request->owner);
-        std::lock_guard guard(d.lock);
-        d.arm_queued = false;
-        if (!d.closed && !d.multishot_armed) arm(r, d);
+        Ring* moved;
+        {
+          std::lock_guard guard(d.lock);
+          moved = forward(r, d, *request);  // arm_queued stays set: it is queued there
+          if (moved == nullptr) {
+            d.arm_queued = false;
+            if (!d.closed && !d.multishot_armed) arm(r, d);
+          }
+        }
+        if (moved != nullptr) moved->kick();
         break;
       }
-      case RequestKind::close:
-        close_now(r, *static_cast<UringDescriptor*>(request->owner));
+      case RequestKind::close: {
+        // A closed socket is never moved (lend() skips it), so its close is always here; kept
+        // general all the same.
+        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        Ring* moved;
+        {
+          std::lock_guard guard(d.lock);
+          moved = forward(r, d, *request);
+        }
+        if (moved != nullptr) {
+          moved->kick();
+        } else {
+          close_now(r, d);
+        }
         break;
+      }
     }
   }
+}
+
+Ring* UringEngine::forward(Ring& r, UringDescriptor& d, Request& request) noexcept {
+  Ring& to = ring_of(d);
+  if (&to == &r) return nullptr;
+  to.push(request);  // under d.lock: in order with the socket's requests made since it moved
+  return &to;
 }
 
 void UringEngine::finish_refused(Operation& op) noexcept {
@@ -507,8 +557,8 @@ void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
     if (d.multishot_armed && !d.throttled) stop_multishot(r, d);
     while (d.chunk_head != ProvidedBuffers::kNone) {
       const std::uint16_t id = d.chunk_head;
-      d.chunk_head = r.buffers.next(id);
-      r.buffers.recycle(id);
+      d.chunk_head = chunk_buffers(d).next(id);
+      return_chunk(&r, d, id);
     }
     d.chunk_tail = ProvidedBuffers::kNone;
     d.chunk_count = 0;
@@ -564,6 +614,8 @@ void UringEngine::backend_counters(EngineCounters& c) const noexcept {
         multishot_arms_.load(std::memory_order_relaxed));
   c.add("buffered_reads", "Reads and accepts served from what a multishot operation had ready.",
         buffered_reads_.load(std::memory_order_relaxed));
+  c.add("ring_moves", "Sockets moved off a worker's ring as the worker entered a BlockingRegion.",
+        ring_moves_.load(std::memory_order_relaxed));
 }
 
 namespace {

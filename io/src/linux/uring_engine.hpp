@@ -91,7 +91,14 @@ struct UringDescriptor : Descriptor {
   bool multishot_armed = false;
   bool throttled = false;  // a cancel was sent to stop it buffering more
   bool has_end = false;
+  // Rings mode: its multishot operation was stopped to move the socket to another ring (a
+  // BlockingRegion); that operation's last CQE on the old ring re-arms it on the new one.
+  bool moving = false;
   std::int64_t end_result = 0;
+  // The ring whose provided buffers the chunk list holds: the one whose multishot operation
+  // filled it. A socket's multishot operation is armed only with the list empty, so one list
+  // never mixes two rings' buffers, even after the socket moved.
+  int chunk_ring = 0;
   std::uint16_t chunk_head = ProvidedBuffers::kNone;
   std::uint16_t chunk_tail = ProvidedBuffers::kNone;
   std::uint32_t chunk_count = 0;
@@ -107,7 +114,7 @@ struct UringDescriptor : Descriptor {
   void reset(Handle handle, int owner) noexcept {
     Descriptor::reset(handle, owner);
     close_queued = cancel_queued[0] = cancel_queued[1] = false;
-    stream = arm_queued = multishot_armed = throttled = has_end = false;
+    stream = arm_queued = multishot_armed = throttled = has_end = moving = false;
     chunk_head = chunk_tail = ProvidedBuffers::kNone;
     chunk_count = 0;
     accepted.clear();
@@ -122,6 +129,10 @@ struct UringDescriptor : Descriptor {
 struct UringOp {
   Request start;
   bool parked = false;
+  // The poller of the ring it was prepared on only: an SQE of it is in that ring (its CQE not
+  // reaped yet), and, rings mode, that ring cancelled it to move it to another ring.
+  bool in_ring = false;
+  bool moving = false;
   socklen_t address_size = 0;
   msghdr message;  // set by prepare() for the message kinds, before the kernel reads it
   iovec vector;
@@ -145,19 +156,25 @@ struct Ring {
   bool initialised = false;
   int eventfd = -1;
   std::uint64_t eventfd_value = 0;
+  int index = 0;                  // in the engine's rings_
   bool wake_read_posted = false;  // poller thread only
   // Poller thread only: SQEs prepared whose last CQE has not been reaped yet (a multishot
   // operation counts once, until the CQE without IORING_CQE_F_MORE). Rings mode drains a
   // closing ring until it is 0: then the kernel holds nothing that points into our memory.
   std::size_t in_flight = 0;
+  // Rings mode, poller thread only: operations this ring cancelled to move their sockets to
+  // other rings (lend()), whose last CQE has not been reaped yet.
+  std::size_t moving = 0;
   // Rings mode: made disabled by init() (single-issuer): its owner enables it in open().
   bool needs_enable = false;
   const char* setup_mode = nullptr;  // rings mode: the set-up init() found, for the log
-  // Rings mode. `state`: whether the owning worker has opened the ring yet, and whether it has
-  // closed it for good (retired). seq_cst with `incoming`: a thread that pushed a request and
-  // then sees `retired` finishes the queue itself (there is no owner to submit it any more),
-  // and the owner retiring sets it before taking the queue a last time, so no request is lost.
-  enum class State : std::uint8_t { unopened, open, retired };
+  // Rings mode. `state`: whether the owning worker has opened the ring yet, whether it is in a
+  // BlockingRegion (lent: its sockets moved to other rings, and none is placed on it), and
+  // whether it has closed it for good (retired). seq_cst with `incoming`: a thread that pushed a
+  // request and then sees `retired` finishes the queue itself (there is no owner to submit it any
+  // more), and the owner retiring sets it before taking the queue a last time, so no request is
+  // lost.
+  enum class State : std::uint8_t { unopened, open, lent, retired };
   std::atomic<State> state{State::unopened};
   // Sticky WorkerDriver::unpark(): the next wait() looks without waiting. seq_cst with
   // `sleeping`, like `incoming`.
@@ -277,6 +294,8 @@ class WorkerRing final : public sched::WorkerDriver {
   void dispatch() noexcept override;
   bool pending() const noexcept override;
   void unpark() noexcept override;
+  void before_blocking() noexcept override;
+  void after_blocking() noexcept override;
 
  private:
   friend class UringEngine;
@@ -343,8 +362,10 @@ class UringEngine final : public Engine {
   friend class WorkerRings;
 
   // --- core (uring_engine.cpp) -------------------------------------------------------------
+  // Exact under d.lock (the ring to push the socket's requests to); outside it, a ring with
+  // the same set-up as the socket's.
   Ring& ring_of(const Descriptor& d) noexcept {
-    return *rings_[static_cast<std::size_t>(d.poller)];
+    return *rings_[static_cast<std::size_t>(d.poller.load(std::memory_order_relaxed))];
   }
   std::error_code setup(Ring& r);
   // Poller thread: post the eventfd read a wake completes, unless one is posted.
@@ -361,7 +382,12 @@ class UringEngine final : public Engine {
   // pushed the request: the caller must then notify the poller once it unlocks.
   [[nodiscard]] static bool queue_close_if_due(Ring& ring, UringDescriptor& d) noexcept;
   // Poller thread: turn every queued request into SQEs (or, for a closed socket, complete it).
+  // Rings mode: a request for a socket moved to another ring since it was queued goes on to
+  // that ring (forward()).
   void drain(Ring& r) noexcept;
+  // Under d.lock, from ring `r`'s poller: if the socket has moved off `r`, push `request` to
+  // its ring now and return it (the caller kicks it after unlocking); else nullptr.
+  Ring* forward(Ring& r, UringDescriptor& d, Request& request) noexcept;
   // A queued start whose socket was closed (or which was cancelled) before it reached the
   // ring: complete it as if the kernel had cancelled it.
   void finish_refused(Operation& op) noexcept;
@@ -372,8 +398,8 @@ class UringEngine final : public Engine {
   static void complete(const sched::Event& event, sched::Disposition) noexcept;
 
   // --- multishot, worker side (uring_multishot.cpp) ----------------------------------------
-  bool start_multishot_accept(Ring& ring, UringDescriptor& d, Operation& op) noexcept;
-  bool start_multishot_receive(Ring& ring, UringDescriptor& d, Operation& op) noexcept;
+  bool start_multishot_accept(UringDescriptor& d, Operation& op) noexcept;
+  bool start_multishot_receive(UringDescriptor& d, Operation& op) noexcept;
   // Under d.lock: op waits in its slot for the multishot operation's next result.
   static void park(UringDescriptor& d, Operation& op) noexcept;
   static Operation* parked(UringDescriptor& d) noexcept;
@@ -385,6 +411,12 @@ class UringEngine final : public Engine {
   template <class Done>
   static std::size_t take_chunks(ProvidedBuffers& buffers, UringDescriptor& d, Operation& op,
                                  Done&& done) noexcept;
+  // Under d.lock: hands a consumed chunk back to the ring that lent it (d.chunk_ring): into its
+  // buffer ring if `current` is that ring (its poller calls), else through give_back().
+  void return_chunk(Ring* current, UringDescriptor& d, std::uint16_t id) noexcept;
+  ProvidedBuffers& chunk_buffers(const UringDescriptor& d) noexcept {
+    return rings_[static_cast<std::size_t>(d.chunk_ring)]->buffers;
+  }
   // Under d.lock: the final result the multishot receive ended with. End of stream stays (every
   // later read sees it, as with recv(2)); an error is reported once.
   static std::int64_t take_end(UringDescriptor& d) noexcept;
@@ -403,8 +435,8 @@ class UringEngine final : public Engine {
   // Under d.lock: keep an accepted handle for the next accept; stop accepting when enough wait.
   void store_accepted(Ring& r, UringDescriptor& d, Handle handle, bool more,
                       Handle& orphan) noexcept;
-  // Under d.lock: append a received buffer to the socket's chunk list.
-  static void append_chunk(ProvidedBuffers& buffers, UringDescriptor& d, std::uint16_t id,
+  // Under d.lock: append a buffer ring `r` received to the socket's chunk list.
+  static void append_chunk(Ring& r, UringDescriptor& d, std::uint16_t id,
                            std::uint32_t length) noexcept;
   // A reader the poller took out of its slot (so these do not touch the slot again).
   void deliver_claimed(Operation& op, std::int64_t result) noexcept;
@@ -434,8 +466,16 @@ class UringEngine final : public Engine {
   // one before `first`), waking it to sleep again towards the deadline (Ring::rearm).
   bool release_timer_watch(int self) noexcept;
   void hand_over_timer_watch(int first, bool all) noexcept;
-  // After attach: a ring that will serve the descriptor (skips retired ones).
+  // After attach: a ring that will serve the descriptor (skips retired and lent ones).
   void place(UringDescriptor& d) noexcept;
+  // On the owner's thread, its BlockingRegion beginning: move the ring's sockets to the other
+  // open rings (cancelling what it has in flight for them, which those rings start again) and
+  // take no new ones until reclaim(). A socket with a connect in progress stays.
+  void lend(WorkerRing& w) noexcept;
+  void reclaim(WorkerRing& w) noexcept;
+  // Ring `r`'s poller, reaping the CQE of an operation lend() cancelled: false if it is to
+  // complete with `result` as it is; true if it was started again on the socket's new ring.
+  bool move_on(Ring& r, Operation& op, int result) noexcept;
 
   std::vector<std::unique_ptr<Ring>> rings_;
   std::vector<std::unique_ptr<WorkerRing>> worker_ring_drivers_;  // rings mode, per ring
@@ -449,6 +489,7 @@ class UringEngine final : public Engine {
   std::atomic<std::uint64_t> submits_{0};
   std::atomic<std::uint64_t> multishot_arms_{0};
   std::atomic<std::uint64_t> buffered_reads_{0};
+  std::atomic<std::uint64_t> ring_moves_{0};
   // Cleared (for good) when the kernel turns out not to support them.
   std::atomic<bool> multishot_accept_{options().multishot};
   std::atomic<bool> multishot_receive_{options().multishot};

@@ -35,12 +35,14 @@ std::int64_t finish_accept(Operation& op, std::int64_t handle) noexcept {
   return handle;
 }
 
-bool UringEngine::start_multishot_accept(Ring& ring, UringDescriptor& d, Operation& op) noexcept {
+bool UringEngine::start_multishot_accept(UringDescriptor& d, Operation& op) noexcept {
   Handle ready = kInvalidHandle;
   bool pushed = false;
+  Ring* ring = nullptr;
   {
     std::lock_guard guard(d.lock);
     if (!admit_start(d, op)) return true;
+    ring = &ring_of(d);
     if (d.accepted_head < d.accepted.size()) {
       ready = d.accepted[d.accepted_head++];
       if (d.accepted_head == d.accepted.size()) {
@@ -48,11 +50,11 @@ bool UringEngine::start_multishot_accept(Ring& ring, UringDescriptor& d, Operati
         d.accepted_head = 0;
       }
     } else if (!multishot_accept_.load(std::memory_order_relaxed)) {
-      queue_start(ring, d, op, 0);
+      queue_start(*ring, d, op, 0);
       pushed = true;
     } else {
       park(d, op);
-      pushed = request_arm(ring, d, OpKind::accept);
+      pushed = request_arm(*ring, d, OpKind::accept);
     }
   }
   if (ready != kInvalidHandle) {
@@ -60,48 +62,49 @@ bool UringEngine::start_multishot_accept(Ring& ring, UringDescriptor& d, Operati
     op.result = finish_accept(op, ready);
     return true;
   }
-  if (pushed) ring.notify();
+  if (pushed) ring->notify();
   return false;
 }
 
-bool UringEngine::start_multishot_receive(Ring& ring, UringDescriptor& d, Operation& op) noexcept {
+bool UringEngine::start_multishot_receive(UringDescriptor& d, Operation& op) noexcept {
   bool pushed = false;
+  Ring* ring = nullptr;
   {
     std::lock_guard guard(d.lock);
     if (!admit_start(d, op)) return true;
+    ring = &ring_of(d);
     if (op.kind == OpKind::readable && (d.chunk_head != ProvidedBuffers::kNone || d.has_end)) {
       op.result = 0;  // the next receive takes it
       return true;
     } else if (d.chunk_head != ProvidedBuffers::kNone) {
-      op.result = static_cast<std::int64_t>(
-          take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
+      op.result = static_cast<std::int64_t>(take_chunks(
+          chunk_buffers(d), d, op, [&](std::uint16_t id) { return_chunk(nullptr, d, id); }));
       buffered_reads_.fetch_add(1, std::memory_order_relaxed);
       return true;
     } else if (d.has_end) {
       op.result = take_end(d);
       return true;
     } else if (!d.stream || !multishot_receive_.load(std::memory_order_relaxed)) {
-      queue_start(ring, d, op, 0);  // datagrams keep their boundaries: single-shot
+      queue_start(*ring, d, op, 0);  // datagrams keep their boundaries: single-shot
       pushed = true;
     } else {
       park(d, op);
-      pushed = request_arm(ring, d, OpKind::receive);
+      pushed = request_arm(*ring, d, OpKind::receive);
     }
   }
-  if (pushed) ring.notify();
+  if (pushed) ring->notify();
   return false;
 }
 
 std::int64_t UringEngine::receive_now(Operation& op) noexcept {
   auto& d = descriptor_of<UringDescriptor>(op);
-  Ring& ring = ring_of(d);
   {
     std::lock_guard guard(d.lock);
     if (!admit_start(d, op)) return op.result;
     if (d.chunk_head != ProvidedBuffers::kNone) {
       buffered_reads_.fetch_add(1, std::memory_order_relaxed);
-      return static_cast<std::int64_t>(
-          take_chunks(ring.buffers, d, op, [&](std::uint16_t id) { ring.buffers.give_back(id); }));
+      return static_cast<std::int64_t>(take_chunks(
+          chunk_buffers(d), d, op, [&](std::uint16_t id) { return_chunk(nullptr, d, id); }));
     }
     if (d.has_end) return take_end(d);
     // An armed multishot owns the socket's bytes: a receive of our own could take bytes
@@ -111,12 +114,14 @@ std::int64_t UringEngine::receive_now(Operation& op) noexcept {
   }
   const std::int64_t r = posix::perform(op, d.fd);
   bool pushed;
+  Ring* ring = nullptr;
   {
     std::lock_guard guard(d.lock);
     --d.busy;
-    pushed = queue_close_if_due(ring, d);  // a close that waited for this call
+    ring = &ring_of(d);
+    pushed = queue_close_if_due(*ring, d);  // a close that waited for this call
   }
-  if (pushed) ring.notify();
+  if (pushed) ring->notify();
   return r;
 }
 
@@ -200,11 +205,16 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
   Handle orphan = kInvalidHandle;
   bool release = false;
   bool accepting;
+  Ring* moved = nullptr;  // the socket's new ring, if a request was pushed to it
   {
     std::lock_guard guard(d.lock);
     accepting = d.arm_kind == OpKind::accept;
     const bool more = (flags & IORING_CQE_F_MORE) != 0;
     if (!more) d.multishot_armed = false;
+    if (!more && d.moving) {  // the last CQE of an operation lend() stopped
+      d.moving = false;
+      --r.moving;
+    }
     Operation* op = parked(d);
     bool single_shot = false;  // the reader falls back to a single-shot operation
     if (accepting) {
@@ -226,7 +236,7 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
       if (flags & IORING_CQE_F_BUFFER) {
         const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
         if (res > 0 && !d.closed)
-          append_chunk(r.buffers, d, id, static_cast<std::uint32_t>(res));
+          append_chunk(r, d, id, static_cast<std::uint32_t>(res));
         else
           r.buffers.recycle(id);
       } else if (res == 0) {
@@ -247,8 +257,8 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
         result = 0;
       } else if (op != nullptr && d.chunk_head != ProvidedBuffers::kNone) {
         claimed = op;
-        result = static_cast<std::int64_t>(
-            take_chunks(r.buffers, d, *op, [&](std::uint16_t id) { r.buffers.recycle(id); }));
+        result = static_cast<std::int64_t>(take_chunks(
+            chunk_buffers(d), d, *op, [&](std::uint16_t id) { return_chunk(&r, d, id); }));
       } else if (op != nullptr && d.has_end) {
         claimed = op;
         result = take_end(d);
@@ -265,16 +275,25 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
     if (claimed != nullptr) {
       d.slot[0] = nullptr;
     } else if (op != nullptr && !d.multishot_armed && !d.closed) {
+      Ring& to = ring_of(d);  // the socket's ring now: another, if lend() moved it
       if (single_shot) {
         state_of<UringOp>(*op).parked = false;  // completes through complete(), freeing the slot
-        prepare(r.get_sqe(), *op, static_cast<int>(d.fd));
-      } else {
+        if (&to == &r) {
+          prepare(r.get_sqe(), *op, static_cast<int>(d.fd));
+        } else {
+          queue_start(to, d, *op, 0);
+          moved = &to;
+        }
+      } else if (&to == &r) {
         arm(r, d);
+      } else if (request_arm(to, d, d.arm_kind)) {
+        moved = &to;
       }
     }
     release = !more && d.closed && d.fd_closed && d.idle();
   }
   close_handle(orphan);
+  if (moved != nullptr) moved->kick();  // not notify(): a SubmitBatch may outlast a region
   if (release) pool_.release(&d);
   if (claimed == nullptr) return false;
   event = {accepting ? &complete_accepted : &complete_claimed, claimed, result,
@@ -295,8 +314,11 @@ void UringEngine::store_accepted(Ring& r, UringDescriptor& d, Handle handle, boo
     stop_multishot(r, d);
 }
 
-void UringEngine::append_chunk(ProvidedBuffers& buffers, UringDescriptor& d, std::uint16_t id,
+void UringEngine::append_chunk(Ring& r, UringDescriptor& d, std::uint16_t id,
                                std::uint32_t length) noexcept {
+  // Armed only with an empty list, so a list never holds two rings' buffers (see chunk_ring).
+  if (d.chunk_head == ProvidedBuffers::kNone) d.chunk_ring = r.index;
+  ProvidedBuffers& buffers = r.buffers;
   buffers.length(id) = length;
   buffers.offset(id) = 0;
   buffers.next(id) = ProvidedBuffers::kNone;
@@ -306,6 +328,14 @@ void UringEngine::append_chunk(ProvidedBuffers& buffers, UringDescriptor& d, std
     buffers.next(d.chunk_tail) = id;
   d.chunk_tail = id;
   ++d.chunk_count;
+}
+
+void UringEngine::return_chunk(Ring* current, UringDescriptor& d, std::uint16_t id) noexcept {
+  Ring& lender = *rings_[static_cast<std::size_t>(d.chunk_ring)];
+  if (&lender == current)
+    lender.buffers.recycle(id);
+  else
+    lender.buffers.give_back(id);
 }
 
 void UringEngine::deliver_claimed(Operation& op, std::int64_t result) noexcept {

@@ -7,8 +7,18 @@
 //   submit. Everyone else reaches it through its request queue (`Ring::incoming`), and wakes
 //   the owner only if it announced sleep; the owner's own requests wait in the queue until its
 //   next look or sleep, which drains and submits them in the same io_uring_enter that reaps.
-// - Sockets are spread over the rings round-robin at attach, skipping retired rings. A ring
-//   not opened yet keeps its requests queued: its worker opens it at its next loop pass.
+// - Sockets are spread over the rings round-robin at attach, skipping retired and lent rings.
+//   A ring not opened yet keeps its requests queued: its worker opens it at its next loop pass.
+// - A worker entering a BlockingRegion lends its ring (lend()): the ring takes no new socket,
+//   its sockets move to the other open rings (Descriptor::poller, changed under the socket's
+//   lock, which every request push reads it under), what it had in flight for them is
+//   cancelled and, if the kernel reports it cancelled, started again on the new ring
+//   (move_on()); a multishot operation is stopped and its last CQE re-arms it there. The owner
+//   reaps until nothing it cancelled is left in the ring (`Ring::moving` == 0) before it blocks,
+//   so no operation is ever in two rings. Requests queued before a socket moved are forwarded
+//   by drain(); bytes a multishot receive buffered stay with the socket, and their buffers go
+//   back to the ring that lent them (UringDescriptor::chunk_ring). A connect in progress stays
+//   (it cannot be made twice), and with no other open ring nothing moves.
 // - Every ring is made by init() (disabled, if single-issuer: its worker enables it in
 //   open(), becoming its one issuer), so a ring that cannot be made fails Engine::create().
 // - Closing a ring (detach, or its worker exiting) retires it first, then, on the owner,
@@ -148,6 +158,14 @@ sched::WorkerDriver* WorkerRings::open(std::size_t worker) noexcept {
   return engine_.open_ring(worker);
 }
 
+void WorkerRing::before_blocking() noexcept {
+  engine_.lend(*this);
+}
+
+void WorkerRing::after_blocking() noexcept {
+  engine_.reclaim(*this);
+}
+
 void WorkerRings::close(std::size_t, sched::WorkerDriver& driver) noexcept {
   engine_.close_ring(static_cast<WorkerRing&>(driver));
 }
@@ -215,12 +233,124 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   std::lock_guard guard(d.lock);
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (static_cast<std::size_t>(d.poller) + k) % n;
-    if (rings_[i]->state.load(std::memory_order_acquire) != Ring::State::retired) {
-      d.poller = static_cast<int>(i);
+    // Under d.lock: a lend() that set `lent` before this load moves nothing placed after
+    // it, and one that set it after finds the socket on its walk (which takes d.lock).
+    const Ring::State state = rings_[i]->state.load(std::memory_order_seq_cst);
+    if (state != Ring::State::retired && state != Ring::State::lent) {
+      d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
       return;
     }
   }
-  // Every ring retired (the engine is stopping): its operations complete with -ECANCELED.
+  // Every ring retired or lent (the engine is stopping, or every worker blocks): the first
+  // guess stands; its operations complete with -ECANCELED, or once that worker's region ends.
+}
+
+void UringEngine::lend(WorkerRing& w) noexcept {
+  Ring& r = w.ring_;
+  const std::size_t n = rings_.size();
+  const auto is_open = [](const Ring& c) {
+    return c.state.load(std::memory_order_seq_cst) == Ring::State::open;
+  };
+  bool other = false;
+  for (const auto& c : rings_)
+    other = other || (c.get() != &r && is_open(*c));
+  if (!other) return;  // one worker, or every other ring lent or gone: the sockets stay
+  Ring::State expected = Ring::State::open;
+  // seq_cst, before the walk takes each descriptor's lock: see place().
+  if (!r.state.compare_exchange_strong(expected, Ring::State::lent, std::memory_order_seq_cst))
+    return;
+  std::size_t next = static_cast<std::size_t>(w.index_) + 1;
+  std::size_t moved = 0;
+  std::size_t stayed = 0;
+  pool_.for_each([&](UringDescriptor& d) {
+    std::lock_guard guard(d.lock);
+    if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed) return;
+    // A connect in progress stays: cancelled, it could not be made again (connect(2) on a
+    // connecting socket fails with EALREADY). It completes here, after the region.
+    if (d.slot[1] != nullptr && d.slot[1]->kind == OpKind::connect) {
+      ++stayed;
+      return;
+    }
+    Ring* to = nullptr;
+    for (std::size_t k = 0; k < n && to == nullptr; ++k, ++next) {
+      Ring& c = *rings_[next % n];
+      if (&c != &r && is_open(c)) to = &c;
+    }
+    if (to == nullptr) {  // the others were lent meanwhile
+      ++stayed;
+      return;
+    }
+    // From here on every request for the socket goes to `to` (they read the ring under
+    // d.lock); those already queued here, drain() below forwards.
+    d.poller.store(to->index, std::memory_order_relaxed);
+    ++moved;
+    for (Operation* op : d.slot) {
+      if (op == nullptr) continue;
+      UringOp& state = state_of<UringOp>(*op);
+      // Parked for the multishot operation (stopped below), or its start still queued here
+      // (forwarded): no SQE of its own to cancel.
+      if (!state.in_ring) continue;
+      state.moving = true;  // its CQE, if -ECANCELED, starts it again on `to` (move_on())
+      ++r.moving;
+      io_uring_sqe* sqe = r.get_sqe();
+      io_uring_prep_cancel(sqe, op, 0);
+      io_uring_sqe_set_data64(sqe, kIgnore);
+    }
+    if (d.multishot_armed) {
+      // Its last CQE re-arms it on `to` for a parked reader (on_multishot()); what it buffered
+      // stays in the socket, its buffers going back to this ring as they are read.
+      d.moving = true;
+      ++r.moving;
+      if (!d.throttled) stop_multishot(r, d);
+    }
+  });
+  ring_moves_.fetch_add(moved, std::memory_order_relaxed);
+  drain(r);  // requests queued before their sockets moved go on to the sockets' new rings
+  // Wait for every cancelled operation, so that none of a moved socket is left in this ring
+  // (its new ring starts it again). Bounded in practice: the kernel cancels a waiting socket
+  // operation at once; one it cannot cancel completes on its own, and we say so while we wait.
+  const std::size_t k = options().max_batch;
+  while (r.moving > 0) {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
+    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
+    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+      log::error("io_uring: worker {}'s ring: waiting for the operations it moved failed ({})",
+                 w.index_, std::strerror(-e));
+      break;  // their CQEs, when they come, still move them (move_on())
+    }
+    const std::size_t got = reap_cqes(r, {w.events_.data(), k});
+    if (got == 0 && e == -ETIME)
+      log::warn("io_uring: worker {} entering a blocking region: {} operation(s) still moving",
+                w.index_, r.moving);
+    deliver({w.events_.data(), got});  // from inside an item that blocks: to everyone
+  }
+  if (io_uring_sq_ready(&r.ring) > 0) io_uring_submit(&r.ring);  // what drain() made for stayers
+  log::debug("io_uring: worker {} blocks: {} socket(s) moved to other rings, {} stay", w.index_,
+             moved, stayed);
+}
+
+void UringEngine::reclaim(WorkerRing& w) noexcept {
+  Ring::State expected = Ring::State::lent;
+  w.ring_.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst);
+}
+
+bool UringEngine::move_on(Ring& r, Operation& op, int result) noexcept {
+  if (result != -ECANCELED) return false;  // it finished before the cancel reached it
+  auto& d = descriptor_of<UringDescriptor>(op);
+  Ring* to;
+  {
+    std::lock_guard guard(d.lock);
+    // Closed or cancelled since (that cancel went to the new ring and found nothing there):
+    // cancelled is its true result.
+    if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling())
+      return false;
+    to = &ring_of(d);
+    if (to == &r) return false;
+    to->push(state_of<UringOp>(op).start);  // the slot stays op's
+  }
+  to->kick();  // not notify(): the SubmitBatch around the blocking item may outlast the region
+  return true;
 }
 
 std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t requested_ns) noexcept {
@@ -406,7 +536,7 @@ void UringEngine::on_drivers_detached() noexcept {
     if (r.state.compare_exchange_strong(expected, Ring::State::retired,
                                         std::memory_order_seq_cst)) {
       finish_retired(r);  // never opened: what waits in its queue completes now
-    } else if (expected == Ring::State::open) {
+    } else if (expected == Ring::State::open || expected == Ring::State::lent) {
       log::error("io_uring: worker {}'s ring is still open after the drivers were detached", i);
     }
   }

@@ -11,10 +11,14 @@
 // region does nothing. Not movable: it belongs to the scope that blocks.
 //
 // With a driver per worker (SchedulerOptions::per_worker_parking: io_uring with a ring per
-// worker) the worker's own driver has nobody else to reap it: what has completed when the
-// region begins is handed to everyone, but what completes during the region waits for its end,
-// as it waits for any long item's. So do not block in a region on IO of the same runtime there
-// (SchedulerWorkerDrivers.ACompletionArrivingDuringABlockingRegionRunsAfterIt).
+// worker) nobody else may reap the worker's own driver, so the region hands it over as it
+// begins: what has completed is handed to everyone, and the driver moves what it still watches
+// to the other workers' drivers (WorkerDriver::before_blocking(); io_uring's rings move their
+// sockets, cancelling and restarting their pending operations there:
+// UringRingsRuntime.ReadsCompleteWhileATaskBlocksItsWorkerInARegion). Entering costs time in
+// proportion to what the driver has pending. What cannot move waits for the region's end, as
+// it waits for any long item's (SchedulerWorkerDrivers.ACompletionArrivingDuringABlockingRegion-
+// RunsAfterIt): with one worker there is no other driver; a connect in progress stays.
 #pragma once
 
 #include "arbor/sched/scheduler.hpp"

@@ -4,9 +4,10 @@
 // run, looks into it now and then while busy, and is woken in it by whoever needs it awake.
 // The scheduler still knows nothing about sockets; io/ implements both interfaces.
 //
-// Threads: open() and close() run on the worker thread the driver is for; wait(), dispatch()
-// and pending() only ever on that thread, between its open() and close(); unpark() on any
-// thread while the driver is open (the scheduler calls it under the lock that orders close()).
+// Threads: open() and close() run on the worker thread the driver is for; wait(), dispatch(),
+// pending(), before_blocking() and after_blocking() only ever on that thread, between its open()
+// and close(); unpark() on any thread while the driver is open (the scheduler calls it under the
+// lock that orders close()).
 //
 // Ownership: the WorkerDrivers object owns every driver it opens; a driver is the worker's to
 // use from open() to close(), and the scheduler never touches it after close() returns.
@@ -31,6 +32,12 @@ class WorkerDriver {
   virtual bool pending() const noexcept = 0;
   /// Makes the current (or, if none is in progress, the next) wait() return soon. Sticky.
   virtual void unpark() noexcept = 0;
+  /// The worker is about to block (its outermost BlockingRegion begins), inside an item: hand
+  /// what this driver watches to the other workers' drivers where it can, so that it does not
+  /// wait for the region's end. What that completes is dispatched as from inside an item.
+  virtual void before_blocking() noexcept {}
+  /// The region ended: the driver takes new work again.
+  virtual void after_blocking() noexcept {}
 
  protected:
   ~WorkerDriver() = default;
