@@ -30,7 +30,7 @@ request body back) over HTTP/1.1.
   --io-mode MODE             who waits for IO: workers (idle workers take turns in the
                              kernel), pollers (dedicated poller threads), rings (io_uring only:
                              a ring per worker, each worker parked in its own) or auto
-                             (default: the engine's own; workers for both io_uring and epoll)
+                             (default: the engine's own; rings for io_uring, workers for epoll)
   --pollers N                poller threads with --io-mode pollers (default 1)
   --max-connections N        at it, the longest-idle connection is closed for a new one; with
                              none idle, the new one is closed at once (default 10000)

@@ -71,8 +71,11 @@ Runtime::Runtime() : Runtime(options_or_throw()) {}
 
 Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
   io::ignore_sigpipe();
-  // IoMode::rings has every worker park in its own ring: the scheduler is built for it.
-  if (options_.engine.io_mode == io::IoMode::rings) options_.scheduler.per_worker_parking = true;
+  // IoMode::rings (io_uring's default) has every worker park in its own ring: the scheduler is
+  // built for it. If io_uring then cannot start after all, "auto" falls back to epoll, which
+  // on such a scheduler runs a poller thread (Engine::create()).
+  if (io::Engine::default_io_mode(options_.engine) == io::IoMode::rings)
+    options_.scheduler.per_worker_parking = true;
   scheduler_ = std::make_unique<sched::Scheduler>(options_.scheduler);
   auto engine = io::Engine::create(*scheduler_, options_.engine);
   if (!engine) {

@@ -305,12 +305,20 @@ TEST(EngineOptions, IoModeParsesAutoWorkersPollersRingsAndNothingElse) {
   test::unset_env("ARBOR_IO_MODE");
 }
 
-// Unset, the io mode is the engine's own default (both Linux engines: workers; iocp: pollers;
-// as documented in README and docs/benchmarks.md), and the engine's options() say which it runs
-// in; set, it is what was asked for. The scheduler parks its workers together whatever the
-// variant: the default mode (workers) needs that, and per-worker parking refuses it; rings,
-// which need per-worker parking, are named on a scheduler of their own below.
+// Unset, the io mode is the engine's own default (uring: rings; epoll: workers; iocp: pollers;
+// as documented in README and docs/benchmarks.md) as far as the scheduler allows, and the
+// engine's options() say which it runs in; set, it is what was asked for. On a scheduler whose
+// workers park together, io_uring's default falls back to workers mode (rings need per-worker
+// parking); on one built with per-worker parking (what a Runtime builds when
+// default_io_mode() says rings), io_uring runs its rings and epoll a poller thread.
 TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
+  const std::string engine_kind(kind());
+  const IoMode own = engine_kind == "iocp"    ? IoMode::pollers
+                     : engine_kind == "uring" ? IoMode::rings
+                                              : IoMode::workers;
+  EXPECT_EQ(Engine::default_io_mode(EngineOptions{.kind = engine_kind}), own);
+  EXPECT_EQ(Engine::default_io_mode(EngineOptions{.kind = engine_kind, .io_mode = IoMode::pollers}),
+            IoMode::pollers);
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   const IoMode expected = kind() == "iocp" ? IoMode::pollers : IoMode::workers;
   auto created = Engine::create(scheduler, EngineOptions{.kind = kind()});  // no mode named
@@ -334,6 +342,16 @@ TEST_P(EngineTest, RunsInItsDefaultIoModeUnlessOneIsNamed) {
     e->stop();
     per_worker.stop();
   }
+#ifdef __linux__
+  sched::Scheduler per_worker(sched::SchedulerOptions{.workers = 1, .per_worker_parking = true});
+  auto on_per_worker = Engine::create(per_worker, EngineOptions{.kind = engine_kind});
+  ASSERT_TRUE(on_per_worker) << on_per_worker.error().message();
+  EXPECT_EQ((*on_per_worker)->options().io_mode,
+            own == IoMode::rings ? IoMode::rings : IoMode::pollers);
+  (*on_per_worker)->stop();
+  on_per_worker->reset();
+  per_worker.stop();
+#endif
 }
 
 TEST(Engine, AutoPrefersUringWhenAvailable) {

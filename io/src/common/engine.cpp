@@ -146,10 +146,17 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
     log::error("invalid engine options (pollers 1..64, max_batch and max_tree 1..4096)");
     return ec;
   }
-  // Each engine runs in its own default io mode unless the options name one.
+  // Each engine runs in its own default io mode unless the options name one, or the scheduler
+  // cannot drive it: rings need workers that park per worker, and such workers cannot share
+  // one driver (workers mode), so there an engine without rings runs a poller thread.
   const auto create_engine = [&](const EngineEntry& e) {
     EngineOptions o = options;
-    if (!o.io_mode) o.io_mode = e.io_mode;
+    if (!o.io_mode) {
+      const bool per_worker = scheduler.per_worker_parking();
+      o.io_mode = e.io_mode;
+      if (per_worker != (e.io_mode == IoMode::rings))
+        o.io_mode = per_worker ? IoMode::pollers : IoMode::workers;
+    }
     return e.create(scheduler, o, true);
   };
   if (options.kind != "auto") return create_engine(*find_engine(options.kind));
@@ -171,6 +178,17 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
   }
   log::error("no IO engine can run here (built: {})", known_names());
   return last;
+}
+
+IoMode Engine::default_io_mode(const EngineOptions& options) {
+  if (options.io_mode) return *options.io_mode;
+  if (options.kind != "auto") {
+    const EngineEntry* e = find_engine(options.kind);
+    return e != nullptr ? e->io_mode : IoMode::workers;
+  }
+  for (const EngineEntry* e : engine_table())
+    if (!e->probe()) return e->io_mode;
+  return IoMode::workers;
 }
 
 std::vector<std::string> Engine::names() {

@@ -250,6 +250,7 @@ void UringEngine::close(DescriptorRef socket) noexcept {
     d->closed = true;
     d->close_queued = true;
     ring = &ring_of(*d);
+    if (options().io_mode == IoMode::rings) ring->sockets.fetch_sub(1, std::memory_order_relaxed);
     ring->push(d->close_request);
   }
   ring->kick();
@@ -649,9 +650,10 @@ std::error_code probe() noexcept {
 }  // namespace
 }  // namespace uring
 
-// Workers: with a cooperative ring (setup()) the workers-mode ring measured level with or ahead
-// of a poller on every HTTP and echo shape, with a sixth of its context switches
-// (docs/benchmarks.md, "Workers drive the engine").
-const EngineEntry kUringEngine{"uring", IoMode::workers, &uring::probe, &uring::create};
+// Rings: a ring per worker cost less CPU per message than the shared ring (workers mode) on
+// every echo shape measured, at a rate level with or above it, and kept the busy worker's tail
+// (docs/benchmarks.md, "Rings under a busy worker" and "Rings by default"). Workers mode stays
+// for schedulers without per-worker parking and for comparison (ARBOR_IO_MODE=workers).
+const EngineEntry kUringEngine{"uring", IoMode::rings, &uring::probe, &uring::create};
 
 }  // namespace arbor::io

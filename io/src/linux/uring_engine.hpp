@@ -165,6 +165,9 @@ struct Ring {
   // Rings mode, poller thread only: operations this ring cancelled to move their sockets to
   // other rings (lend()), whose last CQE has not been reaped yet.
   std::size_t moving = 0;
+  // Rings mode: sockets placed on this ring and not closed yet. lend() walks the descriptors
+  // only if there are any. seq_cst with `state` (place() says why).
+  std::atomic<std::int64_t> sockets{0};
   // Rings mode: made disabled by init() (single-issuer): its owner enables it in open().
   bool needs_enable = false;
   const char* setup_mode = nullptr;  // rings mode: the set-up init() found, for the log

@@ -233,16 +233,21 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   std::lock_guard guard(d.lock);
   for (std::size_t k = 0; k < n; ++k) {
     const std::size_t i = (static_cast<std::size_t>(d.poller) + k) % n;
-    // Under d.lock: a lend() that set `lent` before this load moves nothing placed after
-    // it, and one that set it after finds the socket on its walk (which takes d.lock).
-    const Ring::State state = rings_[i]->state.load(std::memory_order_seq_cst);
+    // Counted first, then the state read (both seq_cst), against lend()'s store of `lent`
+    // then load of the count: either lend() sees the count and walks (finding the socket under
+    // d.lock, which we hold until placed), or we see `lent` and go on.
+    Ring& r = *rings_[i];
+    r.sockets.fetch_add(1, std::memory_order_seq_cst);
+    const Ring::State state = r.state.load(std::memory_order_seq_cst);
     if (state != Ring::State::retired && state != Ring::State::lent) {
       d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
       return;
     }
+    r.sockets.fetch_sub(1, std::memory_order_relaxed);
   }
   // Every ring retired or lent (the engine is stopping, or every worker blocks): the first
   // guess stands; its operations complete with -ECANCELED, or once that worker's region ends.
+  ring_of(d).sockets.fetch_add(1, std::memory_order_relaxed);
 }
 
 void UringEngine::lend(WorkerRing& w) noexcept {
@@ -262,48 +267,52 @@ void UringEngine::lend(WorkerRing& w) noexcept {
   std::size_t next = static_cast<std::size_t>(w.index_) + 1;
   std::size_t moved = 0;
   std::size_t stayed = 0;
-  pool_.for_each([&](UringDescriptor& d) {
-    std::lock_guard guard(d.lock);
-    if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed) return;
-    // A connect in progress stays: cancelled, it could not be made again (connect(2) on a
-    // connecting socket fails with EALREADY). It completes here, after the region.
-    if (d.slot[1] != nullptr && d.slot[1]->kind == OpKind::connect) {
-      ++stayed;
-      return;
-    }
-    Ring* to = nullptr;
-    for (std::size_t k = 0; k < n && to == nullptr; ++k, ++next) {
-      Ring& c = *rings_[next % n];
-      if (&c != &r && is_open(c)) to = &c;
-    }
-    if (to == nullptr) {  // the others were lent meanwhile
-      ++stayed;
-      return;
-    }
-    // From here on every request for the socket goes to `to` (they read the ring under
-    // d.lock); those already queued here, drain() below forwards.
-    d.poller.store(to->index, std::memory_order_relaxed);
-    ++moved;
-    for (Operation* op : d.slot) {
-      if (op == nullptr) continue;
-      UringOp& state = state_of<UringOp>(*op);
-      // Parked for the multishot operation (stopped below), or its start still queued here
-      // (forwarded): no SQE of its own to cancel.
-      if (!state.in_ring) continue;
-      state.moving = true;  // its CQE, if -ECANCELED, starts it again on `to` (move_on())
-      ++r.moving;
-      io_uring_sqe* sqe = r.get_sqe();
-      io_uring_prep_cancel(sqe, op, 0);
-      io_uring_sqe_set_data64(sqe, kIgnore);
-    }
-    if (d.multishot_armed) {
-      // Its last CQE re-arms it on `to` for a parked reader (on_multishot()); what it buffered
-      // stays in the socket, its buffers going back to this ring as they are read.
-      d.moving = true;
-      ++r.moving;
-      if (!d.throttled) stop_multishot(r, d);
-    }
-  });
+  // The walk visits every descriptor of the engine: skipped when none is ours (see place()).
+  if (r.sockets.load(std::memory_order_seq_cst) != 0)
+    pool_.for_each([&](UringDescriptor& d) {
+      std::lock_guard guard(d.lock);
+      if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed) return;
+      // A connect in progress stays: cancelled, it could not be made again (connect(2) on a
+      // connecting socket fails with EALREADY). It completes here, after the region.
+      if (d.slot[1] != nullptr && d.slot[1]->kind == OpKind::connect) {
+        ++stayed;
+        return;
+      }
+      Ring* to = nullptr;
+      for (std::size_t k = 0; k < n && to == nullptr; ++k, ++next) {
+        Ring& c = *rings_[next % n];
+        if (&c != &r && is_open(c)) to = &c;
+      }
+      if (to == nullptr) {  // the others were lent meanwhile
+        ++stayed;
+        return;
+      }
+      // From here on every request for the socket goes to `to` (they read the ring under
+      // d.lock); those already queued here, drain() below forwards.
+      d.poller.store(to->index, std::memory_order_relaxed);
+      r.sockets.fetch_sub(1, std::memory_order_relaxed);
+      to->sockets.fetch_add(1, std::memory_order_relaxed);
+      ++moved;
+      for (Operation* op : d.slot) {
+        if (op == nullptr) continue;
+        UringOp& state = state_of<UringOp>(*op);
+        // Parked for the multishot operation (stopped below), or its start still queued here
+        // (forwarded): no SQE of its own to cancel.
+        if (!state.in_ring) continue;
+        state.moving = true;  // its CQE, if -ECANCELED, starts it again on `to` (move_on())
+        ++r.moving;
+        io_uring_sqe* sqe = r.get_sqe();
+        io_uring_prep_cancel(sqe, op, 0);
+        io_uring_sqe_set_data64(sqe, kIgnore);
+      }
+      if (d.multishot_armed) {
+        // Its last CQE re-arms it on `to` for a parked reader (on_multishot()); what it buffered
+        // stays in the socket, its buffers going back to this ring as they are read.
+        d.moving = true;
+        ++r.moving;
+        if (!d.throttled) stop_multishot(r, d);
+      }
+    });
   ring_moves_.fetch_add(moved, std::memory_order_relaxed);
   drain(r);  // requests queued before their sockets moved go on to the sockets' new rings
   // Wait for every cancelled operation, so that none of a moved socket is left in this ring

@@ -86,8 +86,11 @@ struct EngineOptions {
   /// "auto" (the first engine of Engine::names() that can run here) or one of Engine::names().
   std::string kind = "auto";
   /// Who waits in the kernel (see IoMode). Unset: the engine's own default, chosen by the
-  /// figures in docs/benchmarks.md (io_uring and epoll: workers; IOCP: pollers);
-  /// Engine::create() fills it in, so an engine's options() always hold the mode it runs in.
+  /// figures in docs/benchmarks.md (io_uring: rings; epoll: workers; IOCP: pollers), as far as
+  /// the scheduler allows: rings need one built with per_worker_parking (Runtime builds it so
+  /// when default_io_mode() says rings), and there epoll runs a poller thread; io_uring on a
+  /// scheduler without it runs in workers mode. Engine::create() fills it in, so an engine's
+  /// options() always hold the mode it runs in.
   std::optional<IoMode> io_mode;
   /// Poller threads in IoMode::pollers (each with its own epoll set or ring; sockets are spread
   /// round-robin). Workers mode has one epoll set or ring and ignores this, and so does rings
@@ -157,6 +160,11 @@ class Engine {
   /// device_or_resource_busy if another workers-mode engine is attached to it.
   static Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler,
                                                 EngineOptions options = {});
+  /// The io mode create() would choose for `options` on a scheduler built with
+  /// per_worker_parking: `options.io_mode` if set, else the default of the engine it names
+  /// ("auto": of the first engine that can run here). What a Runtime asks before it builds its
+  /// scheduler. Unknown names: workers (create() then reports them).
+  static IoMode default_io_mode(const EngineOptions& options);
   /// Every engine built into this library, preferred first (e.g. uring, epoll).
   static std::vector<std::string> names();
   /// The engines of names() that can run on this machine, preferred first.
