@@ -1516,6 +1516,234 @@ TEST(UringRingsScheduled, ClosesAndCancelsRacingRegionsLoseNothing) {
   }
 }
 
+// (Review.) Two of three workers enter a BlockingRegion at the same moment, with many sockets
+// waiting on reads. The first lender moves sockets to the second ring while that one is still
+// open; the second then lends too and its walk meets those sockets while their operations (or
+// their multishot receive) are still in the first ring. Catches: the second counting them in
+// its own Ring::moving, which only the first ring's CQEs decrement (it hung in lend(), 4 runs
+// of 4 before the fix). Expect: both regions begin and every read completes once.
+TEST(UringRingsScheduled, RegionsEnteredTogetherOnTwoOfThreeWorkers) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    for (int round = 0; round < 10; ++round) {
+      SCOPED_TRACE(std::string(multishot ? "multishot" : "single-shot") + " round " +
+                   std::to_string(round));
+      EngineOptions o;
+      o.multishot = multishot;
+      ScheduledRings s(3, o);
+      ASSERT_TRUE(s.engine);
+      constexpr int kPairs = 300;
+      auto fds = std::make_unique<Handle[][2]>(kPairs);
+      std::vector<DescriptorRef> sockets;
+      Countdown received(kPairs);
+      std::vector<test::Receive> ops(kPairs);
+      for (int i = 0; i < kPairs; ++i) {
+        ASSERT_TRUE(test::stream_pair(fds[i]));
+        auto a = s.engine->attach(fds[i][0]);
+        ASSERT_TRUE(a);
+        sockets.push_back(*a);
+        ops[i].prepare(*a, received);
+        ASSERT_FALSE(s.engine->start(ops[i]));
+      }
+      ASSERT_TRUE(s.all_asleep());
+      std::atomic<int> arrived{0};
+      Countdown entered(2), release(1), done(2);
+      auto body = [&](sched::Disposition) {
+        arrived.fetch_add(1);
+        const auto deadline = std::chrono::steady_clock::now() + 5s;
+        while (arrived.load() < 2 && std::chrono::steady_clock::now() < deadline) {
+        }
+        {
+          sched::BlockingRegion region;
+          entered.count_down();
+          release.wait(30s);
+        }
+        done.count_down();
+      };
+      sched::test::FnItem a(body), b(body);
+      ASSERT_TRUE(s.scheduler.submit(a));
+      ASSERT_TRUE(s.scheduler.submit(b));
+      wait_or_exit(entered, "two regions entered together (a lender stuck in lend()?)", 10s);
+      for (int i = 0; i < kPairs; ++i)
+        ASSERT_TRUE(test::send_byte(fds[i][1], 'q'));
+      const bool during = received.wait(10s);
+      release.count_down();
+      wait_or_exit(done, "the blocking items' end");
+      ASSERT_TRUE(received.wait(10s)) << received.left() << " receive(s) never completed";
+      EXPECT_TRUE(during) << "reads waited for a region's end with a third ring open";
+      for (int i = 0; i < kPairs; ++i) {
+        EXPECT_EQ(ops[i].last.load(), 1) << i;
+        EXPECT_EQ(ops[i].completions.load(), 1) << i;
+      }
+      for (auto d : sockets)
+        s.engine->close(d);
+      for (int i = 0; i < kPairs; ++i)
+        test::close_peer(fds[i][1]);
+      ASSERT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+    }
+  }
+}
+
+// (Review.) attach() racing lend(): adopt() makes a descriptor visible to lend()'s walk, with
+// a first-guess ring, before place() counts it on a ring. Catches: a walk moving it then (taking
+// one off a count that never had it, place() then counting it again), so a ring could count 0
+// while holding sockets, skip its walk, and leave their IO to wait for its region's end (3 runs
+// of 3 drifted before the fix). Expect: every ring counts 0 once every socket is closed.
+TEST(UringRingsScheduled, SocketCountsStayExactWhenAttachRacesRegions) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  ScheduledRings s(2);
+  ASSERT_TRUE(s.engine);
+  auto& uring = static_cast<uring::UringEngine&>(*s.engine);
+  int attaches = 0;
+  for (int phase = 0; phase < 5; ++phase) {
+    SCOPED_TRACE(phase);
+    std::atomic<bool> stop{false};
+    Countdown done(1);
+    sched::test::FnItem regioner([&](sched::Disposition) {
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (!stop.load() && std::chrono::steady_clock::now() < deadline) {
+        sched::BlockingRegion region;
+      }
+      done.count_down();
+    });
+    ASSERT_TRUE(s.scheduler.submit(regioner));
+    // More attaching threads than CPUs: one preempted between adopt and place widens the window.
+    std::atomic<int> count{0};
+    std::vector<std::thread> attachers;
+    for (int t = 0; t < 3; ++t)
+      attachers.emplace_back([&] {
+        std::deque<std::pair<DescriptorRef, Handle>> open;
+        for (int i = 0; i < 4000; ++i) {
+          Handle fds[2];
+          if (!test::stream_pair(fds)) break;
+          auto a = s.engine->attach(fds[0]);
+          if (!a) break;
+          count.fetch_add(1);
+          open.emplace_back(*a, fds[1]);
+          if (open.size() > 8) {
+            s.engine->close(open.front().first);
+            test::close_peer(open.front().second);
+            open.pop_front();
+          }
+        }
+        for (auto& [d, peer] : open) {
+          s.engine->close(d);
+          test::close_peer(peer);
+        }
+      });
+    for (auto& t : attachers)
+      t.join();
+    attaches += count.load();
+    stop = true;
+    wait_or_exit(done, "the regions");
+    ASSERT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
+    for (std::size_t i = 0; i < 2; ++i)
+      EXPECT_EQ(uring.ring_sockets(i), 0) << "ring " << i << " after " << attaches << " attaches";
+  }
+}
+
+// Blocks the worker that owns ring `ring` in a BlockingRegion (resubmitting the item until it
+// runs there) until end() is called.
+struct RingBlocker {
+  ScheduledRings& s;
+  int ring;
+  std::atomic<int> state{0};  // 1: ran elsewhere, 2: blocks in its region
+  Countdown release{1}, ended{1};
+  sched::test::FnItem item{[this](sched::Disposition) {
+    if (uring::this_thread_ring == nullptr || uring::this_thread_ring->index != ring) {
+      state = 1;
+      return;
+    }
+    {
+      sched::BlockingRegion region;
+      state = 2;
+      release.wait(30s);
+    }
+    ended.count_down();
+  }};
+  bool begin() {
+    for (int tries = 0; tries < 200 && state.load() != 2; ++tries) {
+      state = 0;
+      if (!s.scheduler.submit(item)) return false;
+      if (!eventually([&] { return state.load() != 0; })) return false;
+    }
+    return state.load() == 2;
+  }
+  void end() {
+    release.count_down();
+    wait_or_exit(ended, "the ring blocker's end");
+  }
+};
+
+// (Review.) Sends pending (the socket buffer full, the send queued in the ring) when their
+// worker blocks: moved A -> B in a region on A, then B -> A in a region on B. Every byte arrives
+// once, in order, and each send completes during the region.
+TEST(UringRingsScheduled, PendingSendsSurviveTwoMovesInOrder) {
+  if (!uring_available()) GTEST_SKIP() << "io_uring cannot run here";
+  for (bool multishot : {true, false}) {
+    SCOPED_TRACE(multishot ? "multishot" : "single-shot");
+    EngineOptions o;
+    o.multishot = multishot;
+    ScheduledRings s(2, o);
+    ASSERT_TRUE(s.engine);
+    Handle fds[2];
+    ASSERT_TRUE(test::stream_pair(fds));
+    int small = 4096;
+    ::setsockopt(static_cast<int>(fds[0]), SOL_SOCKET, SO_SNDBUF, &small, sizeof small);
+    ::setsockopt(static_cast<int>(fds[1]), SOL_SOCKET, SO_RCVBUF, &small, sizeof small);
+    auto a = s.engine->attach(fds[0]);
+    ASSERT_TRUE(a);
+    std::string expected;
+    std::string got;
+    for (int move = 0; move < 4; ++move) {
+      SCOPED_TRACE(move);
+      const int ring = a->descriptor->poller.load();
+      std::vector<char> payload(1 << 20);
+      for (std::size_t i = 0; i < payload.size(); ++i)
+        payload[i] = static_cast<char>('a' + (i * 7 + static_cast<std::size_t>(move)) % 26);
+      Countdown sent(1);
+      Send op;
+      op.prepare(*a, payload.data(), payload.size(), sent);
+      std::int64_t n;
+      if (s.engine->start(op)) {
+        n = op.result;
+      } else {
+        ASSERT_TRUE(s.all_asleep());
+        RingBlocker blocker{s, ring};
+        ASSERT_TRUE(blocker.begin());
+        // Drain the peer while the owner blocks.
+        char buf[65536];
+        const auto deadline = std::chrono::steady_clock::now() + 10s;
+        while (sent.left() != 0 && std::chrono::steady_clock::now() < deadline) {
+          const ssize_t r = ::recv(static_cast<int>(fds[1]), buf, sizeof buf, MSG_DONTWAIT);
+          if (r > 0)
+            got.append(buf, static_cast<std::size_t>(r));
+          else
+            std::this_thread::yield();
+        }
+        EXPECT_EQ(sent.left(), 0) << "the send waited for the region's end";
+        blocker.end();
+        wait_or_exit(sent, "the send");
+        n = op.last.load();
+        EXPECT_EQ(op.completions.load(), 1);
+        EXPECT_NE(a->descriptor->poller.load(), ring) << "the socket did not move";
+      }
+      ASSERT_GT(n, 0);
+      expected.append(payload.data(), static_cast<std::size_t>(n));
+    }
+    char buf[65536];
+    for (;;) {
+      const ssize_t r = ::recv(static_cast<int>(fds[1]), buf, sizeof buf, MSG_DONTWAIT);
+      if (r <= 0) break;
+      got.append(buf, static_cast<std::size_t>(r));
+    }
+    EXPECT_EQ(got.size(), expected.size());
+    EXPECT_TRUE(got == expected) << "bytes reordered or duplicated";
+    s.engine->close(*a);
+    test::close_peer(fds[1]);
+  }
+}
+
 TEST(UringRingsOptions, EpollRefusesRingsMode) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   EngineOptions o;

@@ -25,7 +25,7 @@ void Ring::report_submit_error(int e) noexcept {
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   UringOp& state = state_of<UringOp>(op);
-  state.in_ring = true;
+  state.in_ring.store(true, std::memory_order_relaxed);
   switch (op.kind) {
     case OpKind::receive:
       io_uring_prep_recv(sqe, fd, op.data, op.size, 0);
@@ -250,7 +250,7 @@ void UringEngine::close(DescriptorRef socket) noexcept {
     d->closed = true;
     d->close_queued = true;
     ring = &ring_of(*d);
-    if (options().io_mode == IoMode::rings) ring->sockets.fetch_sub(1, std::memory_order_relaxed);
+    if (d->placed) ring->sockets.fetch_sub(1, std::memory_order_relaxed);
     ring->push(d->close_request);
   }
   ring->kick();
@@ -331,9 +331,9 @@ std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcep
     }
     auto* op = reinterpret_cast<Operation*>(static_cast<std::uintptr_t>(data));
     UringOp& state = state_of<UringOp>(*op);  // ours until this CQE's completion runs
-    state.in_ring = false;
-    if (state.moving) {
-      state.moving = false;
+    state.in_ring.store(false, std::memory_order_relaxed);
+    if (state.moving.load(std::memory_order_relaxed)) {
+      state.moving.store(false, std::memory_order_relaxed);
       --r.moving;
       if (move_on(r, *op, cqes[i]->res)) continue;
     }

@@ -94,6 +94,9 @@ struct UringDescriptor : Descriptor {
   // Rings mode: its multishot operation was stopped to move the socket to another ring (a
   // BlockingRegion); that operation's last CQE on the old ring re-arms it on the new one.
   bool moving = false;
+  // Rings mode: place() has counted it on its ring (Ring::sockets). Until then lend()'s walk
+  // leaves it alone: adopt() made it visible with a first-guess ring that place() may change.
+  bool placed = false;
   std::int64_t end_result = 0;
   // The ring whose provided buffers the chunk list holds: the one whose multishot operation
   // filled it. A socket's multishot operation is armed only with the list empty, so one list
@@ -114,7 +117,7 @@ struct UringDescriptor : Descriptor {
   void reset(Handle handle, int owner) noexcept {
     Descriptor::reset(handle, owner);
     close_queued = cancel_queued[0] = cancel_queued[1] = false;
-    stream = arm_queued = multishot_armed = throttled = has_end = moving = false;
+    stream = arm_queued = multishot_armed = throttled = has_end = moving = placed = false;
     chunk_head = chunk_tail = ProvidedBuffers::kNone;
     chunk_count = 0;
     accepted.clear();
@@ -129,10 +132,13 @@ struct UringDescriptor : Descriptor {
 struct UringOp {
   Request start;
   bool parked = false;
-  // The poller of the ring it was prepared on only: an SQE of it is in that ring (its CQE not
-  // reaped yet), and, rings mode, that ring cancelled it to move it to another ring.
-  bool in_ring = false;
-  bool moving = false;
+  // Written by the poller of the ring it was prepared on: an SQE of it is in that ring (its
+  // CQE not reaped yet), and, rings mode, that ring cancelled it to move it to another ring.
+  // Atomic because another ring's lend() reads them (under the socket's lock) for a socket
+  // moved to it while the operation is still on its way out of the first ring: that operation
+  // is the first ring's to restart (move_on()), not the second's to cancel.
+  std::atomic<bool> in_ring{false};
+  std::atomic<bool> moving{false};
   socklen_t address_size = 0;
   msghdr message;  // set by prepare() for the message kinds, before the kernel reads it
   iovec vector;
@@ -338,6 +344,10 @@ class UringEngine final : public Engine {
   }
 
   const char* name() const noexcept override { return "uring"; }
+  /// Rings mode: the sockets placed on ring `index` and not closed yet (for tests).
+  std::int64_t ring_sockets(std::size_t index) const noexcept {
+    return rings_[index]->sockets.load(std::memory_order_relaxed);
+  }
   const char* mode() const noexcept { return mode_; }
   /// For the start-up line: single-shot or multishot operations, and why.
   std::string operations() const;

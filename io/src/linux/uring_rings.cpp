@@ -241,6 +241,7 @@ void UringEngine::place(UringDescriptor& d) noexcept {
     const Ring::State state = r.state.load(std::memory_order_seq_cst);
     if (state != Ring::State::retired && state != Ring::State::lent) {
       d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
+      d.placed = true;
       return;
     }
     r.sockets.fetch_sub(1, std::memory_order_relaxed);
@@ -248,6 +249,7 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   // Every ring retired or lent (the engine is stopping, or every worker blocks): the first
   // guess stands; its operations complete with -ECANCELED, or once that worker's region ends.
   ring_of(d).sockets.fetch_add(1, std::memory_order_relaxed);
+  d.placed = true;
 }
 
 void UringEngine::lend(WorkerRing& w) noexcept {
@@ -271,7 +273,7 @@ void UringEngine::lend(WorkerRing& w) noexcept {
   if (r.sockets.load(std::memory_order_seq_cst) != 0)
     pool_.for_each([&](UringDescriptor& d) {
       std::lock_guard guard(d.lock);
-      if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed) return;
+      if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed || !d.placed) return;
       // A connect in progress stays: cancelled, it could not be made again (connect(2) on a
       // connecting socket fails with EALREADY). It completes here, after the region.
       if (d.slot[1] != nullptr && d.slot[1]->kind == OpKind::connect) {
@@ -297,15 +299,19 @@ void UringEngine::lend(WorkerRing& w) noexcept {
         if (op == nullptr) continue;
         UringOp& state = state_of<UringOp>(*op);
         // Parked for the multishot operation (stopped below), or its start still queued here
-        // (forwarded): no SQE of its own to cancel.
-        if (!state.in_ring) continue;
-        state.moving = true;  // its CQE, if -ECANCELED, starts it again on `to` (move_on())
+        // (forwarded): no SQE of its own to cancel. Or still on its way out of the ring that
+        // moved the socket here (moving): that ring restarts it wherever the socket is then.
+        if (state.moving.load(std::memory_order_relaxed) ||
+            !state.in_ring.load(std::memory_order_relaxed))
+          continue;
+        // Its CQE, if -ECANCELED, starts it again on `to` (move_on()).
+        state.moving.store(true, std::memory_order_relaxed);
         ++r.moving;
         io_uring_sqe* sqe = r.get_sqe();
         io_uring_prep_cancel(sqe, op, 0);
         io_uring_sqe_set_data64(sqe, kIgnore);
       }
-      if (d.multishot_armed) {
+      if (d.multishot_armed && !d.moving) {  // moving: stopped by the ring it runs on, as above
         // Its last CQE re-arms it on `to` for a parked reader (on_multishot()); what it buffered
         // stays in the socket, its buffers going back to this ring as they are read.
         d.moving = true;
