@@ -1010,6 +1010,38 @@ struct ScheduledRings {
   std::unique_ptr<Engine> engine;
 };
 
+// `n` stream pairs attached to an engine, each with a one-byte receive waiting on its attached
+// end; `received` counts the receives down as they complete.
+struct WaitingReceives {
+  explicit WaitingReceives(int n)
+      : count(n),
+        fds(std::make_unique<Handle[][2]>(static_cast<std::size_t>(n))),
+        received(static_cast<std::uint32_t>(n)),
+        ops(static_cast<std::size_t>(n)) {}
+  void start(Engine& engine) {
+    for (int i = 0; i < count; ++i) {
+      ASSERT_TRUE(test::stream_pair(fds[i]));
+      auto a = engine.attach(fds[i][0]);
+      ASSERT_TRUE(a);
+      sockets.push_back(*a);
+      ops[static_cast<std::size_t>(i)].prepare(*a, received);
+      ASSERT_FALSE(engine.start(ops[static_cast<std::size_t>(i)]));
+    }
+  }
+  // Closes every socket still attached and every peer.
+  void close_all(Engine& engine) {
+    for (auto d : sockets)
+      engine.close(d);
+    for (int i = 0; i < count; ++i)
+      test::close_peer(fds[i][1]);
+  }
+  const int count;
+  std::unique_ptr<Handle[][2]> fds;
+  std::vector<DescriptorRef> sockets;
+  Countdown received;
+  std::vector<test::Receive> ops;
+};
+
 // The requirement: a timer fires on time while one worker waits in the kernel. The worker that
 // holds the timer watch is woken by IO on its own ring and runs that completion as a long item
 // (which waits for the timer); the other worker sleeps in its ring. Both rings take the part.
@@ -1071,18 +1103,8 @@ TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
     ScheduledRings s(2, o);
     ASSERT_TRUE(s.engine);
     constexpr int kPairs = 6;
-    Handle fds[kPairs][2];
-    std::vector<DescriptorRef> sockets;
-    Countdown received(kPairs);
-    test::Receive ops[kPairs];
-    for (int i = 0; i < kPairs; ++i) {
-      ASSERT_TRUE(test::stream_pair(fds[i]));
-      auto a = s.engine->attach(fds[i][0]);
-      ASSERT_TRUE(a);
-      sockets.push_back(*a);
-      ops[i].prepare(*a, received);
-      ASSERT_FALSE(s.engine->start(ops[i]));
-    }
+    WaitingReceives w(kPairs);
+    ASSERT_NO_FATAL_FAILURE(w.start(*s.engine));
     ASSERT_TRUE(s.all_asleep());
     Countdown running(1), release(1);
     sched::test::FnItem item([&](sched::Disposition) {
@@ -1099,15 +1121,12 @@ TEST(UringRingsScheduled, StopWhileAWorkerRunsALongItemWithOperationsInFlight) {
     });
     s.engine->stop();
     releaser.join();
-    ASSERT_TRUE(received.wait(10s)) << received.left() << " receives never completed";
-    for (const auto& op : ops) {
+    ASSERT_TRUE(w.received.wait(10s)) << w.received.left() << " receives never completed";
+    for (const auto& op : w.ops) {
       EXPECT_EQ(op.last.load(), -ECANCELED);
       EXPECT_EQ(op.completions.load(), 1);
     }
-    for (auto d : sockets)
-      s.engine->close(d);
-    for (auto& f : fds)
-      test::close_peer(f[1]);
+    w.close_all(*s.engine);
   }
 }
 
@@ -1254,17 +1273,34 @@ bool uring_available() {
   return std::find(available.begin(), available.end(), "uring") != available.end();
 }
 
-// An item that blocks in a BlockingRegion until released (or 30 s pass).
+// An item that blocks in a BlockingRegion until released (or 30 s pass). With `ring` set, only
+// on the worker that owns that ring: begin_on() resubmits it until it runs there.
 struct BlockingItem {
+  int ring = -1;
+  std::atomic<int> state{0};  // 1: ran on another worker, 2: blocks in its region
   Countdown blocked{1}, release{1}, done{1};
   sched::test::FnItem item{[this](sched::Disposition) {
+    if (ring >= 0 &&
+        (uring::this_thread_ring == nullptr || uring::this_thread_ring->index != ring)) {
+      state = 1;
+      return;
+    }
     {
       sched::BlockingRegion region;
+      state = 2;
       blocked.count_down();
       release.wait(30s);
     }
     done.count_down();
   }};
+  bool begin_on(sched::Scheduler& scheduler) {
+    for (int tries = 0; tries < 200 && state.load() != 2; ++tries) {
+      state = 0;
+      if (!scheduler.submit(item)) return false;
+      if (!eventually([&] { return state.load() != 0; })) return false;
+    }
+    return state.load() == 2;
+  }
   void end() {
     release.count_down();
     wait_or_exit(done, "the blocking item's end");
@@ -1285,52 +1321,39 @@ TEST(UringRingsScheduled, ReceivesOnABlockedWorkersRingCompleteDuringItsRegion) 
     ScheduledRings s(2, o);
     ASSERT_TRUE(s.engine);
     constexpr int kPairs = 6;
-    Handle fds[kPairs][2];
-    std::vector<DescriptorRef> sockets;
-    Countdown received(kPairs);
-    test::Receive ops[kPairs];
-    for (int i = 0; i < kPairs; ++i) {
-      ASSERT_TRUE(test::stream_pair(fds[i]));
-      auto a = s.engine->attach(fds[i][0]);
-      ASSERT_TRUE(a);
-      sockets.push_back(*a);
-      ops[i].prepare(*a, received);
-      ASSERT_FALSE(s.engine->start(ops[i]));
-    }
+    WaitingReceives w(kPairs);
+    ASSERT_NO_FATAL_FAILURE(w.start(*s.engine));
     ASSERT_TRUE(s.all_asleep());
     BlockingItem blocker;
     ASSERT_TRUE(s.scheduler.submit(blocker.item));
     wait_or_exit(blocker.blocked, "the blocking item");
     for (int i = 0; i < kPairs; ++i)
-      ASSERT_TRUE(test::send_byte(fds[i][1], static_cast<char>('a' + i)));
-    const bool during = received.wait(10s);
-    const int left = received.left();
+      ASSERT_TRUE(test::send_byte(w.fds[i][1], static_cast<char>('a' + i)));
+    const bool during = w.received.wait(10s);
+    const int left = w.received.left();
     blocker.end();
     ASSERT_TRUE(during) << left << " receive(s) waited for the region's end";
-    ASSERT_TRUE(received.wait(10s));
+    ASSERT_TRUE(w.received.wait(10s));
     for (int i = 0; i < kPairs; ++i) {
-      EXPECT_EQ(ops[i].last.load(), 1);
-      EXPECT_EQ(ops[i].completions.load(), 1);
-      EXPECT_EQ(static_cast<char>(ops[i].byte), static_cast<char>('a' + i));
+      EXPECT_EQ(w.ops[i].last.load(), 1);
+      EXPECT_EQ(w.ops[i].completions.load(), 1);
+      EXPECT_EQ(static_cast<char>(w.ops[i].byte), static_cast<char>('a' + i));
     }
     EXPECT_GE(s.engine->counters().get("ring_moves"), 1u);
     // After the region: the moved sockets work on their new ring, the others on theirs.
     Countdown again(kPairs);
     test::Receive next[kPairs];
     for (int i = 0; i < kPairs; ++i) {
-      next[i].prepare(sockets[static_cast<std::size_t>(i)], again);
+      next[i].prepare(w.sockets[static_cast<std::size_t>(i)], again);
       ASSERT_FALSE(s.engine->start(next[i]));
-      ASSERT_TRUE(test::send_byte(fds[i][1], static_cast<char>('A' + i)));
+      ASSERT_TRUE(test::send_byte(w.fds[i][1], static_cast<char>('A' + i)));
     }
     ASSERT_TRUE(again.wait(10s)) << again.left() << " receive(s) lost after the region";
     for (int i = 0; i < kPairs; ++i) {
       EXPECT_EQ(next[i].last.load(), 1);
       EXPECT_EQ(static_cast<char>(next[i].byte), static_cast<char>('A' + i));
     }
-    for (auto d : sockets)
-      s.engine->close(d);
-    for (auto& f : fds)
-      test::close_peer(f[1]);
+    w.close_all(*s.engine);
     EXPECT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
   }
 }
@@ -1463,18 +1486,8 @@ TEST(UringRingsScheduled, ClosesAndCancelsRacingRegionsLoseNothing) {
     for (int round = 0; round < 30; ++round) {
       SCOPED_TRACE(round);
       constexpr int kPairs = 8;
-      Handle fds[kPairs][2];
-      std::vector<DescriptorRef> sockets;
-      Countdown received(kPairs);
-      test::Receive ops[kPairs];
-      for (int i = 0; i < kPairs; ++i) {
-        ASSERT_TRUE(test::stream_pair(fds[i]));
-        auto a = s.engine->attach(fds[i][0]);
-        ASSERT_TRUE(a);
-        sockets.push_back(*a);
-        ops[i].prepare(*a, received);
-        ASSERT_FALSE(s.engine->start(ops[i]));
-      }
+      WaitingReceives w(kPairs);
+      ASSERT_NO_FATAL_FAILURE(w.start(*s.engine));
       std::atomic<int> regions{0};
       Countdown regions_done(1);
       sched::test::FnItem regioner([&](sched::Disposition) {
@@ -1488,29 +1501,26 @@ TEST(UringRingsScheduled, ClosesAndCancelsRacingRegionsLoseNothing) {
       for (int i = 0; i < kPairs; ++i) {
         switch (i % 3) {
           case 0:
-            s.engine->close(sockets[static_cast<std::size_t>(i)]);
+            s.engine->close(w.sockets[static_cast<std::size_t>(i)]);
             break;
           case 1:
-            s.engine->cancel(ops[i]);
+            s.engine->cancel(w.ops[i]);
             break;
           default:
-            ASSERT_TRUE(test::send_byte(fds[i][1], 'z'));
+            ASSERT_TRUE(test::send_byte(w.fds[i][1], 'z'));
         }
       }
       wait_or_exit(regions_done, "the regions");
-      ASSERT_TRUE(received.wait(10s)) << received.left() << " receive(s) never completed";
+      ASSERT_TRUE(w.received.wait(10s)) << w.received.left() << " receive(s) never completed";
       for (int i = 0; i < kPairs; ++i) {
-        EXPECT_EQ(ops[i].completions.load(), 1) << "receive " << i;
-        const std::int64_t r = ops[i].last.load();
+        EXPECT_EQ(w.ops[i].completions.load(), 1) << "receive " << i;
+        const std::int64_t r = w.ops[i].last.load();
         if (i % 3 == 2)
           EXPECT_EQ(r, 1) << "receive " << i;
         else
           EXPECT_TRUE(r == 1 || r == -ECANCELED) << "receive " << i << ": " << r;
       }
-      for (int i = 0; i < kPairs; ++i)
-        if (i % 3 != 0) s.engine->close(sockets[static_cast<std::size_t>(i)]);
-      for (auto& f : fds)
-        test::close_peer(f[1]);
+      w.close_all(*s.engine);  // the ones closed above: nothing more
       ASSERT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
     }
   }
@@ -1533,18 +1543,8 @@ TEST(UringRingsScheduled, RegionsEnteredTogetherOnTwoOfThreeWorkers) {
       ScheduledRings s(3, o);
       ASSERT_TRUE(s.engine);
       constexpr int kPairs = 300;
-      auto fds = std::make_unique<Handle[][2]>(kPairs);
-      std::vector<DescriptorRef> sockets;
-      Countdown received(kPairs);
-      std::vector<test::Receive> ops(kPairs);
-      for (int i = 0; i < kPairs; ++i) {
-        ASSERT_TRUE(test::stream_pair(fds[i]));
-        auto a = s.engine->attach(fds[i][0]);
-        ASSERT_TRUE(a);
-        sockets.push_back(*a);
-        ops[i].prepare(*a, received);
-        ASSERT_FALSE(s.engine->start(ops[i]));
-      }
+      WaitingReceives w(kPairs);
+      ASSERT_NO_FATAL_FAILURE(w.start(*s.engine));
       ASSERT_TRUE(s.all_asleep());
       std::atomic<int> arrived{0};
       Countdown entered(2), release(1), done(2);
@@ -1565,20 +1565,17 @@ TEST(UringRingsScheduled, RegionsEnteredTogetherOnTwoOfThreeWorkers) {
       ASSERT_TRUE(s.scheduler.submit(b));
       wait_or_exit(entered, "two regions entered together (a lender stuck in lend()?)", 10s);
       for (int i = 0; i < kPairs; ++i)
-        ASSERT_TRUE(test::send_byte(fds[i][1], 'q'));
-      const bool during = received.wait(10s);
+        ASSERT_TRUE(test::send_byte(w.fds[i][1], 'q'));
+      const bool during = w.received.wait(10s);
       release.count_down();
       wait_or_exit(done, "the blocking items' end");
-      ASSERT_TRUE(received.wait(10s)) << received.left() << " receive(s) never completed";
+      ASSERT_TRUE(w.received.wait(10s)) << w.received.left() << " receive(s) never completed";
       EXPECT_TRUE(during) << "reads waited for a region's end with a third ring open";
       for (int i = 0; i < kPairs; ++i) {
-        EXPECT_EQ(ops[i].last.load(), 1) << i;
-        EXPECT_EQ(ops[i].completions.load(), 1) << i;
+        EXPECT_EQ(w.ops[i].last.load(), 1) << i;
+        EXPECT_EQ(w.ops[i].completions.load(), 1) << i;
       }
-      for (auto d : sockets)
-        s.engine->close(d);
-      for (int i = 0; i < kPairs; ++i)
-        test::close_peer(fds[i][1]);
+      w.close_all(*s.engine);
       ASSERT_TRUE(eventually([&] { return s.engine->counters().descriptors == 0; }));
     }
   }
@@ -1642,39 +1639,6 @@ TEST(UringRingsScheduled, SocketCountsStayExactWhenAttachRacesRegions) {
   }
 }
 
-// Blocks the worker that owns ring `ring` in a BlockingRegion (resubmitting the item until it
-// runs there) until end() is called.
-struct RingBlocker {
-  ScheduledRings& s;
-  int ring;
-  std::atomic<int> state{0};  // 1: ran elsewhere, 2: blocks in its region
-  Countdown release{1}, ended{1};
-  sched::test::FnItem item{[this](sched::Disposition) {
-    if (uring::this_thread_ring == nullptr || uring::this_thread_ring->index != ring) {
-      state = 1;
-      return;
-    }
-    {
-      sched::BlockingRegion region;
-      state = 2;
-      release.wait(30s);
-    }
-    ended.count_down();
-  }};
-  bool begin() {
-    for (int tries = 0; tries < 200 && state.load() != 2; ++tries) {
-      state = 0;
-      if (!s.scheduler.submit(item)) return false;
-      if (!eventually([&] { return state.load() != 0; })) return false;
-    }
-    return state.load() == 2;
-  }
-  void end() {
-    release.count_down();
-    wait_or_exit(ended, "the ring blocker's end");
-  }
-};
-
 // (Review.) Sends pending (the socket buffer full, the send queued in the ring) when their
 // worker blocks: moved A -> B in a region on A, then B -> A in a region on B. Every byte arrives
 // once, in order, and each send completes during the region.
@@ -1709,8 +1673,9 @@ TEST(UringRingsScheduled, PendingSendsSurviveTwoMovesInOrder) {
         n = op.result;
       } else {
         ASSERT_TRUE(s.all_asleep());
-        RingBlocker blocker{s, ring};
-        ASSERT_TRUE(blocker.begin());
+        BlockingItem blocker;
+        blocker.ring = ring;
+        ASSERT_TRUE(blocker.begin_on(s.scheduler));
         // Drain the peer while the owner blocks.
         char buf[65536];
         const auto deadline = std::chrono::steady_clock::now() + 10s;

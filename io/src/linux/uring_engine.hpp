@@ -486,6 +486,12 @@ class UringEngine final : public Engine {
   // take no new ones until reclaim(). A socket with a connect in progress stays.
   void lend(WorkerRing& w) noexcept;
   void reclaim(WorkerRing& w) noexcept;
+  // On the owner's thread: reaps and delivers until `left` (a count reaping lowers) is 0,
+  // calling after() after each reap; waits at most a second at a time, saying so (with `what`)
+  // each time it must wait again, and gives up (logged) only if waiting fails.
+  template <class After>
+  void reap_until_zero(WorkerRing& w, const std::size_t& left, const char* what,
+                       After&& after) noexcept;
   // Ring `r`'s poller, reaping the CQE of an operation lend() cancelled: false if it is to
   // complete with `result` as it is; true if it was started again on the socket's new ring.
   bool move_on(Ring& r, Operation& op, int result) noexcept;

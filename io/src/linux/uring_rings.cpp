@@ -324,22 +324,9 @@ void UringEngine::lend(WorkerRing& w) noexcept {
   // Wait for every cancelled operation, so that none of a moved socket is left in this ring
   // (its new ring starts it again). Bounded in practice: the kernel cancels a waiting socket
   // operation at once; one it cannot cancel completes on its own, and we say so while we wait.
-  const std::size_t k = options().max_batch;
-  while (r.moving > 0) {
-    io_uring_cqe* cqe = nullptr;
-    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
-    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
-    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
-      log::error("io_uring: worker {}'s ring: waiting for the operations it moved failed ({})",
-                 w.index_, std::strerror(-e));
-      break;  // their CQEs, when they come, still move them (move_on())
-    }
-    const std::size_t got = reap_cqes(r, {w.events_.data(), k});
-    if (got == 0 && e == -ETIME)
-      log::warn("io_uring: worker {} entering a blocking region: {} operation(s) still moving",
-                w.index_, r.moving);
-    deliver({w.events_.data(), got});  // from inside an item that blocks: to everyone
-  }
+  // If waiting fails, their CQEs, when they come, still move them (move_on()). What is reaped
+  // is delivered from inside an item that blocks: to everyone.
+  reap_until_zero(w, r.moving, "entering a blocking region, operations moving", [] {});
   if (io_uring_sq_ready(&r.ring) > 0) io_uring_submit(&r.ring);  // what drain() made for stayers
   log::debug("io_uring: worker {} blocks: {} socket(s) moved to other rings, {} stay", w.index_,
              moved, stayed);
@@ -348,6 +335,28 @@ void UringEngine::lend(WorkerRing& w) noexcept {
 void UringEngine::reclaim(WorkerRing& w) noexcept {
   Ring::State expected = Ring::State::lent;
   w.ring_.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst);
+}
+
+template <class After>
+void UringEngine::reap_until_zero(WorkerRing& w, const std::size_t& left, const char* what,
+                                  After&& after) noexcept {
+  Ring& r = w.ring_;
+  const std::size_t k = options().max_batch;
+  while (left > 0) {
+    io_uring_cqe* cqe = nullptr;
+    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
+    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
+    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+      log::error("io_uring: worker {}'s ring, {}: waiting failed ({}); {} abandoned", w.index_,
+                 what, std::strerror(-e), left);
+      return;
+    }
+    const std::size_t n = reap_cqes(r, {w.events_.data(), k});
+    if (n == 0 && e == -ETIME)
+      log::warn("io_uring: worker {}'s ring, {}: {} still", w.index_, what, left);
+    deliver({w.events_.data(), n});
+    after();
+  }
 }
 
 bool UringEngine::move_on(Ring& r, Operation& op, int result) noexcept {
@@ -520,23 +529,8 @@ void UringEngine::close_ring(WorkerRing& w) noexcept {
     io_uring_prep_cancel64(sqe, kWakeRead, 0);
     io_uring_sqe_set_data64(sqe, kIgnore);
   }
-  const std::size_t k = options().max_batch;
-  while (r.in_flight > 0) {
-    io_uring_cqe* cqe = nullptr;
-    __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
-    const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
-    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
-      log::error("io_uring: closing worker {}'s ring: wait failed ({}); {} request(s) abandoned",
-                 w.index_, std::strerror(-e), r.in_flight);
-      break;
-    }
-    const std::size_t n = reap_cqes(r, {w.events_.data(), k});
-    if (n == 0 && e == -ETIME)
-      log::warn("io_uring: closing worker {}'s ring: {} request(s) still in the kernel", w.index_,
-                r.in_flight);
-    deliver({w.events_.data(), n});
-    finish_retired(r);  // requests that completions on other workers queued meanwhile
-  }
+  // Requests that completions on other workers queue meanwhile are finished after each reap.
+  reap_until_zero(w, r.in_flight, "closing, requests in the kernel", [&] { finish_retired(r); });
   // The timer watch goes to a ring still sleeping, if this one held it.
   if (release_timer_watch(w.index_) && timer_queue().size() != 0)  // locked: see wait_in_ring
     hand_over_timer_watch(w.index_ + 1, false);
