@@ -1813,17 +1813,17 @@ TEST(UringRingsRuntime, ReadsCompleteWhileATaskBlocksItsWorkerInARegion) {
     for (int round = 0; round < 6; ++round) {
       Countdown blocked(1), reads(kConnections);
       std::vector<JoinHandle<bool>> readers;
-      for (auto& s : servers)
+      for (auto& server : servers)
         readers.push_back(r.spawn([](TcpStream& s, Countdown& done) -> Task<bool> {
           std::byte b[1];
           auto n = co_await s.read_some(b);
           done.count_down();
           co_return n&&* n == 1;
-        }(s, reads)));
-      auto blocker = r.spawn([](Countdown& blocked, Countdown& reads) -> Task<bool> {
+        }(server, reads)));
+      auto blocker = r.spawn([](Countdown& holding, Countdown& all_read) -> Task<bool> {
         sched::BlockingRegion region;
-        blocked.count_down();
-        co_return reads.wait(10s);
+        holding.count_down();
+        co_return all_read.wait(10s);
       }(blocked, reads));
       // Wait (without blocking a worker) until the blocker holds its worker.
       while (blocked.left() != 0)
