@@ -740,6 +740,9 @@ void Scheduler::detach_driver() noexcept {
 
 void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
+  if (per_worker_) sync_own_driver(w);
+  w.passed_once.store(true, std::memory_order_release);  // enter_blocking() may wait for it
+  w.passed_once.notify_all();
   while (!stopping_.load(std::memory_order_relaxed)) {
     if (per_worker_) sync_own_driver(w);  // an attach or detach since the last pass
     WorkItem* item = find_work(w);
@@ -789,7 +792,8 @@ void Scheduler::run_worker(Worker& w) noexcept {
 void Scheduler::enter_blocking() noexcept {
   Worker* w = this_worker();
   blocked_.fetch_add(1, std::memory_order_seq_cst);
-  if (w != nullptr && &w->owner == this) {
+  const bool ours = w != nullptr && &w->owner == this;
+  if (ours) {
     ++w->blocking;
     // Our local items would wait for the blocking call to return: give them to everyone.
     WorkItem* first = nullptr;
@@ -804,14 +808,21 @@ void Scheduler::enter_blocking() noexcept {
     if (first != nullptr) global_.push_batch(first, last, count);
     // With a driver of our own nobody else can reap it (a ring per worker has one issuer):
     // what has completed so far goes to everyone too (dispatched inside an item while
-    // `blocking` is set: to the global queue), and the driver hands what it still watches to
-    // the other workers' drivers (blocking_region.hpp says what may stay).
-    if (per_worker_) {
-      look_into_own_driver(*w, /*inside_item=*/true);
-      if (w->blocking == 1 && w->own_driver != nullptr) w->own_driver->before_blocking();
-    }
+    // `blocking` is set: to the global queue).
+    if (per_worker_) look_into_own_driver(*w, /*inside_item=*/true);
   }
-  if (!notify_parked()) start_spare_if_needed();
+  Worker* spare = notify_parked() ? nullptr : start_spare_if_needed();
+  if (ours && per_worker_ && w->blocking == 1 && w->own_driver != nullptr) {
+    // The driver hands what it still watches to the other workers' drivers (blocking_region.hpp
+    // says what may stay). A spare started just now is to take it when every other worker
+    // blocks too: its driver must be open first, so we wait for its first pass (a thread's
+    // start; it opens the driver before anything else: run_worker()). Woken sleepers and
+    // running workers have theirs open already.
+    if (spare != nullptr)
+      while (!spare->passed_once.load(std::memory_order_acquire))
+        spare->passed_once.wait(false, std::memory_order_acquire);
+    w->own_driver->before_blocking();
+  }
 }
 
 void Scheduler::leave_blocking() noexcept {
@@ -824,15 +835,15 @@ void Scheduler::leave_blocking() noexcept {
   blocked_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
-void Scheduler::start_spare_if_needed() noexcept {
-  if (stopping_.load(std::memory_order_acquire)) return;  // cheap: no lock once stopping
+Scheduler::Worker* Scheduler::start_spare_if_needed() noexcept {
+  if (stopping_.load(std::memory_order_acquire)) return nullptr;  // cheap: no lock once stopping
   std::lock_guard lock(lifecycle_mutex_);
-  if (stopping_.load(std::memory_order_relaxed)) return;  // set under this lock: exact here
+  if (stopping_.load(std::memory_order_relaxed)) return nullptr;  // set under this lock: exact
   const int index = started_.load(std::memory_order_relaxed);
-  if (index >= max_workers_) return;
+  if (index >= max_workers_) return nullptr;
   const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
   if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
-    return;  // enough workers are awake after all
+    return nullptr;  // enough workers are awake after all
   Worker& w = *slots_[static_cast<std::size_t>(index)];
   // Counted as unparked + searching before it runs, exactly like a woken worker.
   w.searching = true;
@@ -845,10 +856,11 @@ void Scheduler::start_spare_if_needed() noexcept {
     w.searching = false;
     idle_state_.fetch_sub(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
     notify_parked();
-    return;
+    return nullptr;
   }
   started_.store(index + 1, std::memory_order_release);
   spare_workers_started_.fetch_add(1, std::memory_order_relaxed);
+  return &w;
 }
 
 std::uint64_t Scheduler::stop() noexcept {

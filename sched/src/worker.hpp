@@ -91,6 +91,9 @@ struct Scheduler::Worker {
   std::uint64_t drivers_epoch = 0;       // the attach or detach own_driver reflects
   Sleep sleep = Sleep::awake;
   sync::ThreadBlocker blocker;  // parks here when own_driver is nullptr
+  // Set (and notified) once this worker has made its first pass, opening its driver if drivers
+  // are attached: a worker entering a region that started it waits for that (enter_blocking()).
+  std::atomic<bool> passed_once{false};
 
   std::thread thread;
 };

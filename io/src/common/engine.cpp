@@ -2,6 +2,7 @@
 // delivery of event batches as trees.
 #include "arbor/io/engine.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "common/engine_driver.hpp"
 #include "common/engine_table.hpp"
 #include "common/poller_policy.hpp"
+#include "common/timer_plan.hpp"
 #include "common/timer_queue.hpp"
 
 namespace arbor::io {
@@ -217,7 +219,8 @@ Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
     : scheduler_(scheduler),
       options_(with_io_mode(std::move(options))),
       pool_(options_.max_batch * 2),
-      timers_(std::make_unique<TimerQueue>()) {}
+      timers_(std::make_unique<TimerQueue>()),
+      timer_plan_(std::make_unique<TimerPlan>(*timers_)) {}
 
 Engine::~Engine() {
   if (!pollers_.empty() || ((driver_ != nullptr || worker_drivers_attached_) && !stopping())) {
@@ -379,53 +382,28 @@ void Engine::run_poller(int poller) noexcept {
 std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
                          std::span<Timer*> fired) noexcept {
   const std::size_t k = options_.max_batch;
-  constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-  std::int64_t deadline = kNever;
-  bool paused = false;
-  if (poller == 0) {
-    // arm() records the deadline this wait sleeps towards under the heap's lock, so a timer
-    // added later with an earlier one wakes us (add_timer) and none is slept through; a
-    // deadline already past makes the wait a poll.
-    deadline = timers_->arm();
-    if (deadline != kNever) {
-      // A paused clock (a test's) moves without telling anyone: wait in short slices and look
-      // at it again after each.
-      paused = clock_paused();
-      // Not deadline - now: for a deadline near time_point::min() that wrapped to centuries,
-      // and the poller slept past a timeout long due
-      // (TestClockTest.ATimeoutAtTheStartOfTimeFiresAtOnceOnTheRealClock).
-      const std::int64_t now = now_ns();
-      const std::int64_t left = deadline <= now ? 0 : deadline - now;
-      std::int64_t until = left;
-      if (left <= 0 || (paused && scheduler_.idle()))
-        until = 0;  // due, or paused and maybe about to jump: look without waiting
-      else if (paused)
-        until = std::min(left, kPausedSliceNs);
-      timeout_ns = timeout_ns < 0 ? until : std::min(timeout_ns, until);
-    }
-  }
-  std::size_t n = wait(poller, timeout_ns, events.first(k));
+  // Poller 0 watches the timers (timer_plan.hpp says how it sleeps and when a paused clock jumps).
+  TimerPlan::Wait plan;
+  if (poller == 0) plan = timer_plan_->before_wait(timeout_ns, scheduler_.idle());
+  std::size_t n = wait(poller, poller == 0 ? plan.timeout_ns : timeout_ns, events.first(k));
   waits_.fetch_add(1, std::memory_order_relaxed);
   // Timers go into every batch, full or not: taking them only when a wait left room starved
   // them under load (K = 1: a 10 ms timer had not fired after seconds of single-event waits).
   // Nothing is due before the deadline armed above: a timer added during the wait with an
   // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
-  if (deadline != kNever) {
-    // Paused, with nothing reaped and nothing for any worker to do: the runtime can only be
-    // waiting for time, so time jumps to the next deadline (Tokio's auto-advance). The next
-    // one now, not the one armed before the wait: a task may have added an earlier one and
-    // parked since (jumping to the armed one skipped it past its deadline:
-    // TestClockTest.SleepsWakeExactlyAtTheirDeadlinesInOrder). Racy by nature (a thread outside
-    // the runtime may be about to submit), which only moves the jump.
-    if (paused && n == 0 && scheduler_.idle()) {
-      deadline = timers_->arm();
-      if (deadline != kNever) advance_clock_to(deadline);  // else all were cancelled meanwhile
-    }
+  if (plan.deadline != TimerPlan::kNever) {
+    if (n == 0)
+      timer_plan_->after_empty_wait(plan, scheduler_.idle() && !completions_ready());
+    else
+      timer_plan_->reaped();
+    // The earliest deadline now (the hint is at least as new as the arm() in before_wait() or a
+    // jump, both on this thread): a jump, or a timer added during the wait, may have moved it.
     const std::int64_t now = now_ns();
-    const std::size_t t =
-        deadline <= now ? timers_->pop_expired(now, fired.data(), fired.size()) : 0;
-    for (std::size_t i = 0; i < t; ++i)
-      events[n++] = {&fire_timer, fired[i], 0, 0};
+    if (std::min(plan.deadline, timers_->earliest()) <= now) {
+      const std::size_t t = timers_->pop_expired(now, fired.data(), fired.size());
+      for (std::size_t i = 0; i < t; ++i)
+        events[n++] = {&fire_timer, fired[i], 0, 0};
+    }
   }
   if (n > largest_.load(std::memory_order_relaxed)) largest_.store(n, std::memory_order_relaxed);
   return n;

@@ -89,11 +89,11 @@ std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexce
 }
 
 namespace {
-// Rings mode has a ring per scheduler worker (spare workers park on a futex: a spare may exit
-// while the engine runs, and the sockets on its ring would have nobody to serve them).
-// `options`: the engine's, whose io mode the Engine base has filled in.
+// Rings mode has a ring per worker slot, spares included: a spare, started when every worker
+// blocks in a region, is the ring the blocked ones lend their sockets to, and watches the
+// timers (uring_rings.cpp). `options`: the engine's, whose io mode the Engine base filled in.
 std::size_t ring_count(sched::Scheduler& scheduler, const EngineOptions& options) {
-  if (options.io_mode == IoMode::rings) return static_cast<std::size_t>(scheduler.workers());
+  if (options.io_mode == IoMode::rings) return static_cast<std::size_t>(scheduler.max_workers());
   return static_cast<std::size_t>(options.io_mode == IoMode::pollers ? options.pollers : 1);
 }
 }  // namespace
@@ -116,9 +116,12 @@ std::error_code UringEngine::init(bool attach) {
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
     if (rings_mode) {
-      // Made here, enabled by its worker (open_ring()); until then requests wait in its queue.
+      // A worker's ring is made here, enabled by its worker (open_ring()); until then requests
+      // wait in its queue. A spare's is made by the spare itself, if one ever starts.
       r->multishot = options().multishot;
-      if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(&r - rings_.data()))) return e;
+      r->spare = r->index >= scheduler().workers();
+      if (!r->spare)
+        if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(r->index))) return e;
     } else if (auto e = setup(*r)) {
       return e;
     }

@@ -163,6 +163,9 @@ struct Ring {
   int eventfd = -1;
   std::uint64_t eventfd_value = 0;
   int index = 0;                  // in the engine's rings_
+  // Rings mode: a spare worker's ring, set up by the spare when it first opens it (spares start
+  // only for blocking regions); until then place() puts no socket on it.
+  bool spare = false;
   bool wake_read_posted = false;  // poller thread only
   // Poller thread only: SQEs prepared whose last CQE has not been reaped yet (a multishot
   // operation counts once, until the CQE without IORING_CQE_F_MORE). Rings mode drains a
@@ -366,6 +369,7 @@ class UringEngine final : public Engine {
   void on_poller_start(int poller) noexcept override;
   void on_poller_stop(int poller) noexcept override;
   void backend_counters(EngineCounters& counters) const noexcept override;
+  bool completions_ready() const noexcept override;
   void earlier_deadline() noexcept override;
   void on_drivers_detached() noexcept override;
 
@@ -479,8 +483,9 @@ class UringEngine final : public Engine {
   // one before `first`), waking it to sleep again towards the deadline (Ring::rearm).
   bool release_timer_watch(int self) noexcept;
   void hand_over_timer_watch(int first, bool all) noexcept;
-  // After attach: a ring that will serve the descriptor (skips retired and lent ones).
+  // After attach: a ring that will serve the descriptor (one that takes_sockets()).
   void place(UringDescriptor& d) noexcept;
+  static bool takes_sockets(const Ring& r) noexcept;
   // On the owner's thread, its BlockingRegion beginning: move the ring's sockets to the other
   // open rings (cancelling what it has in flight for them, which those rings start again) and
   // take no new ones until reclaim(). A socket with a connect in progress stays.

@@ -44,15 +44,14 @@
 #include "arbor/io/clock.hpp"
 #include "arbor/io/log.hpp"
 #include "arbor/sync/timespec.hpp"
+#include "common/timer_plan.hpp"
 #include "common/timer_queue.hpp"
 #include "linux/uring_engine.hpp"
 
 namespace arbor::io::uring {
 namespace {
 
-constexpr std::int64_t kNever = std::numeric_limits<std::int64_t>::max();
-// A paused (test) clock: how long the watcher waits before it looks at the clock again.
-constexpr std::int64_t kPausedClockSliceNs = 200'000;
+constexpr std::int64_t kNever = TimerPlan::kNever;
 // A closing ring waits this long at a time for what it cancelled, saying so if it must wait
 // again (a request the kernel cannot cancel would otherwise hang the close silently).
 constexpr std::int64_t kCloseWaitNs = 1'000'000'000;
@@ -193,26 +192,27 @@ std::error_code UringEngine::set_up_worker_ring(Ring& r, std::size_t index) noex
 }
 
 WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
-  if (index >= rings_.size()) return nullptr;  // a spare worker: parks on a futex
+  if (index >= rings_.size()) return nullptr;  // not a worker slot of this engine's scheduler
   Ring& r = *rings_[index];
   if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
     return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
+  // A spare's ring is made now, by the spare (init() made the workers' rings). If that fails,
+  // the spare parks on a futex: it takes no socket and no timer watch.
+  std::error_code failed = r.spare ? set_up_worker_ring(r, index) : std::error_code{};
+  if (!failed && !r.initialised) failed = std::make_error_code(std::errc::bad_file_descriptor);
   // The submitter of a single-issuer ring is whoever enables it: this worker. Raw syscall:
   // Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
-  std::error_code failed;
-  if (!r.initialised) {
-    failed = std::make_error_code(std::errc::bad_file_descriptor);
-  } else if (r.needs_enable && ::syscall(__NR_io_uring_register, r.ring.ring_fd,
-                                         IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0) {
+  if (!failed && r.needs_enable &&
+      ::syscall(__NR_io_uring_register, r.ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr,
+                0) < 0)
     failed = {errno, std::system_category()};
-  }
   Ring::State expected = Ring::State::unopened;
   if (failed ||
       !r.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst)) {
     if (failed)
       log::error(
-          "io_uring: worker {}'s ring cannot be enabled ({}); the worker parks on a futex and "
-          "its sockets' operations complete with ECANCELED",
+          "io_uring: worker {}'s ring cannot be set up or enabled ({}); the worker parks on a "
+          "futex and its sockets' operations complete with ECANCELED",
           index, failed.message());
     if (r.initialised) io_uring_queue_exit(&r.ring);
     r.initialised = false;
@@ -238,18 +238,31 @@ void UringEngine::place(UringDescriptor& d) noexcept {
     // d.lock, which we hold until placed), or we see `lent` and go on.
     Ring& r = *rings_[i];
     r.sockets.fetch_add(1, std::memory_order_seq_cst);
-    const Ring::State state = r.state.load(std::memory_order_seq_cst);
-    if (state != Ring::State::retired && state != Ring::State::lent) {
+    if (takes_sockets(r)) {
       d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
       d.placed = true;
       return;
     }
     r.sockets.fetch_sub(1, std::memory_order_relaxed);
   }
-  // Every ring retired or lent (the engine is stopping, or every worker blocks): the first
-  // guess stands; its operations complete with -ECANCELED, or once that worker's region ends.
+  // No ring takes sockets: the engine is stopping (its operations complete with -ECANCELED), or
+  // every worker blocks in a region and no spare could start. A lent ring then, whose worker
+  // serves it when its region ends; the first guess if none is (it may be a spare's, never
+  // opened: stop() finishes its queue).
+  for (std::size_t k = 0; k < n; ++k)
+    if (rings_[k]->state.load(std::memory_order_seq_cst) == Ring::State::lent) {
+      d.poller.store(static_cast<int>(k), std::memory_order_relaxed);
+      break;
+    }
   ring_of(d).sockets.fetch_add(1, std::memory_order_relaxed);
   d.placed = true;
+}
+
+bool UringEngine::takes_sockets(const Ring& r) noexcept {
+  // seq_cst: see place(). A worker's ring not opened yet takes them (its worker opens it at its
+  // next pass); a spare's only once opened: a spare may never start.
+  const Ring::State state = r.state.load(std::memory_order_seq_cst);
+  return state == Ring::State::open || (state == Ring::State::unopened && !r.spare);
 }
 
 void UringEngine::lend(WorkerRing& w) noexcept {
@@ -258,14 +271,21 @@ void UringEngine::lend(WorkerRing& w) noexcept {
   const auto is_open = [](const Ring& c) {
     return c.state.load(std::memory_order_seq_cst) == Ring::State::open;
   };
+  Ring::State expected = Ring::State::open;
+  // seq_cst, before the walk takes each descriptor's lock: see place(). Lent even when no other
+  // ring is open to take the sockets (every other worker blocks and no spare could start): they
+  // stay then, but place() puts no new one here
+  // (BlockingRegionTest.WithNoSpareNewSocketsAvoidABlockedWorker).
+  if (!r.state.compare_exchange_strong(expected, Ring::State::lent, std::memory_order_seq_cst))
+    return;
   bool other = false;
   for (const auto& c : rings_)
     other = other || (c.get() != &r && is_open(*c));
-  if (!other) return;  // one worker, or every other ring lent or gone: the sockets stay
-  Ring::State expected = Ring::State::open;
-  // seq_cst, before the walk takes each descriptor's lock: see place().
-  if (!r.state.compare_exchange_strong(expected, Ring::State::lent, std::memory_order_seq_cst))
+  if (!other) {
+    log::debug("io_uring: worker {} blocks: no other ring is open, {} socket(s) stay", w.index_,
+               r.sockets.load(std::memory_order_relaxed));
     return;
+  }
   std::size_t next = static_cast<std::size_t>(w.index_) + 1;
   std::size_t moved = 0;
   std::size_t stayed = 0;
@@ -398,23 +418,13 @@ again:
     r.sleeping.store(false, std::memory_order_relaxed);
   }
   bool watching = false;
-  bool paused = false;
+  TimerPlan::Wait plan;
   if (timeout_ns != 0 && timer_watch_.take(self, [this](int i) { return ring_asleep(i); })) {
-    watching = true;
-    // arm() records the deadline we sleep towards under the queue's lock: a timer added later
+    // The watcher sleeps towards the earliest deadline (timer_plan.hpp); a timer added later
     // with an earlier one gets Added::queued_earliest, and earlier_deadline() unparks us.
-    const std::int64_t deadline = timer_queue().arm();
-    if (deadline != kNever) {
-      paused = clock_paused();
-      const std::int64_t now = now_ns();
-      const std::int64_t left = deadline <= now ? 0 : deadline - now;
-      std::int64_t until = left;
-      if (left <= 0 || (paused && scheduler().idle()))
-        until = 0;  // due, or paused and maybe about to jump: look without waiting
-      else if (paused)
-        until = std::min(left, kPausedClockSliceNs);
-      timeout_ns = timeout_ns < 0 ? until : std::min(timeout_ns, until);
-    }
+    watching = true;
+    plan = timer_plan().before_wait(timeout_ns, scheduler().idle());
+    timeout_ns = plan.timeout_ns;
   }
   if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
   int e;
@@ -447,13 +457,15 @@ again:
     goto again;
   }
   const bool released = release_timer_watch(self);
-  // Paused, with nothing reaped and nothing for any worker to do: time jumps to the next
-  // deadline, as Engine::reap() does for poller 0.
-  if (watching && paused && n == 0 &&
-      rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
-      scheduler().idle()) {
-    const std::int64_t next = timer_queue().arm();
-    if (next != kNever) advance_clock_to(next);
+  // A paused clock may jump, as Engine::reap() lets poller 0's: quiet is also no other ring
+  // between its reap and its dispatch, and nothing ready in any ring.
+  if (watching && plan.deadline != kNever) {
+    if (n == 0)
+      timer_plan().after_empty_wait(
+          plan, rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
+                    scheduler().idle() && !completions_ready());
+    else
+      timer_plan().reaped();
   }
   // The watcher asks the queue itself (under its lock); others trust the hint.
   if (watching || timer_queue().earliest() != kNever) {
@@ -534,8 +546,28 @@ void UringEngine::close_ring(WorkerRing& w) noexcept {
   // The timer watch goes to a ring still sleeping, if this one held it.
   if (release_timer_watch(w.index_) && timer_queue().size() != 0)  // locked: see wait_in_ring
     hand_over_timer_watch(w.index_ + 1, false);
-  io_uring_queue_exit(&r.ring);
-  r.initialised = false;
+  // The ring itself is exited by ~Ring, with the engine: nothing is in flight in it any more,
+  // and other threads may still read its mapped flags and queue heads (completions_ready()).
+}
+
+bool UringEngine::completions_ready() const noexcept {
+  const bool rings_mode = options().io_mode == IoMode::rings;
+  for (const auto& p : rings_) {
+    const Ring& r = *p;
+    if (r.incoming.load(std::memory_order_seq_cst) != nullptr) return true;
+    if (rings_mode) {
+      // Set up (a spare's by its owner) and mapped: opened and not failed. Acquire: pairs with
+      // open_ring()'s seq_cst store of `open` after the set-up.
+      const Ring::State state = r.state.load(std::memory_order_acquire);
+      if (state != Ring::State::open && state != Ring::State::lent) continue;
+    }
+    // Task work waits for the ring's owner (rings: deferred, flagged), or CQEs for a reaper.
+    if (IO_URING_READ_ONCE(*r.ring.sq.kflags) & IORING_SQ_TASKRUN) return true;
+    if (__atomic_load_n(r.ring.cq.ktail, __ATOMIC_ACQUIRE) !=
+        __atomic_load_n(r.ring.cq.khead, __ATOMIC_ACQUIRE))
+      return true;
+  }
+  return false;
 }
 
 void UringEngine::on_drivers_detached() noexcept {

@@ -48,6 +48,7 @@ namespace arbor::io {
 class Engine;
 class EngineDriver;
 class TimerQueue;
+class TimerPlan;
 struct EngineTestAccess;
 }  // namespace arbor::io
 
@@ -251,6 +252,9 @@ class Engine {
   virtual void on_poller_stop(int /*poller*/) noexcept {}
   /// Adds the counters only this backend keeps (EngineCounters::add).
   virtual void backend_counters(EngineCounters& /*counters*/) const noexcept {}
+  /// A hint for a paused clock's jump (common/timer_plan.hpp): whether the kernel or a request
+  /// queue holds something for this engine that no wait has reaped yet. Any thread; a few loads.
+  virtual bool completions_ready() const noexcept { return false; }
 
   /// Delivers events to the scheduler as trees (or runs them here in inline mode). With
   /// `keep_first` on a worker, the first tree goes to that worker's own queue.
@@ -268,6 +272,8 @@ class Engine {
   bool stopping() const noexcept { return stopping_.load(std::memory_order_acquire); }
   /// The pending timers (rings mode: every ring's wait takes the expired ones).
   TimerQueue& timer_queue() noexcept { return *timers_; }
+  /// How a wait that watches the timers sleeps, and when a paused clock jumps.
+  TimerPlan& timer_plan() noexcept { return *timer_plan_; }
   /// Pops up to out.size() timers due at `now` into `out` as the events that fire them (inside
   /// a SubmitBatch, as every timer); returns their number.
   std::size_t take_expired_timers(std::int64_t now, std::span<sched::Event> out,
@@ -285,8 +291,6 @@ class Engine {
   void run_poller(int poller) noexcept;
   // IoMode::rings: attaches worker_drivers() to the scheduler (false if it refuses).
   bool attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept;
-  // A paused clock's slice: how long poller 0 waits before it looks at the clock again.
-  static constexpr std::int64_t kPausedSliceNs = 200'000;
   // One wait on `poller` plus, on poller 0, the expired timers: returns the events in `events`
   // (room for K IO events and, on poller 0, K timers; `fired` is scratch for the timers).
   std::size_t reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
@@ -295,7 +299,8 @@ class Engine {
   sched::Scheduler& scheduler_;
   const EngineOptions options_;
   sched::EventPool pool_;
-  const std::unique_ptr<TimerQueue> timers_;  // private to io (common/timer_queue.hpp)
+  const std::unique_ptr<TimerQueue> timers_;     // private to io (common/timer_queue.hpp)
+  const std::unique_ptr<TimerPlan> timer_plan_;  // over timers_ (common/timer_plan.hpp)
   std::vector<std::thread> pollers_;
   std::unique_ptr<EngineDriver> driver_;  // workers mode, while attached to the scheduler
   bool worker_drivers_attached_ = false;  // rings mode: detach them at stop()

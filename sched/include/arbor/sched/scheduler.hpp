@@ -91,6 +91,9 @@ class Scheduler {
   SchedulerCounters counters() const noexcept;
   /// Number of workers (without spares).
   int workers() const noexcept { return workers_; }
+  /// Workers plus the spares blocking regions may start: indices 0 .. max_workers() - 1 are
+  /// what WorkerDrivers::open() may be asked for.
+  int max_workers() const noexcept { return max_workers_; }
   /// Workers parked right now (racy).
   int parked_workers() const noexcept;
   /// Every worker parked (the driver's waiter counts as parked) and nothing queued (racy: a
@@ -145,7 +148,8 @@ class Scheduler {
   // while a worker sleeps in the driver (the kernel is watched).
   bool notify_parked(bool* woke = nullptr, bool handover = false) noexcept;
   bool anything_queued() const noexcept;
-  void start_spare_if_needed() noexcept;
+  // The spare it started, or nullptr.
+  Worker* start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
   void transition_from_searching(Worker& w) noexcept;
   Driver* try_take_poll_right() noexcept;
