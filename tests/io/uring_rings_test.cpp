@@ -613,7 +613,9 @@ TEST_F(UringRings, OptionExtremes) {
 // scheduler's workers) gets no ring: it parks on a futex.
 TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {
   start(2, {}, /*owners=*/false);
-  EXPECT_EQ(uring_->worker_drivers()->open(2), nullptr) << "a spare worker's index";
+  EXPECT_EQ(uring_->worker_drivers()->open(static_cast<std::size_t>(scheduler_->max_workers())),
+            nullptr)
+      << "beyond the scheduler's worker slots";
   constexpr int kPairs = 4;
   Handle peers[kPairs];
   std::vector<DescriptorRef> sockets;
@@ -628,6 +630,8 @@ TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {
     ASSERT_TRUE(test::send_byte(peers[i], 'e'));
   }
   EXPECT_NE(ring_of(sockets[0]), ring_of(sockets[1])) << "spread over unopened rings too";
+  for (DescriptorRef d : sockets)
+    EXPECT_LT(ring_of(d), 2) << "not on a spare's ring: a spare may never start";
   open_rings();
   wait_or_exit(received, "receives started before the rings opened");
   for (const Receive& r : receives)

@@ -115,16 +115,14 @@ std::error_code UringEngine::init(bool attach) {
       r->polled_by = &scheduler();
     r->eventfd = ::eventfd(0, EFD_CLOEXEC);
     if (r->eventfd < 0) return {errno, std::system_category()};
-    if (rings_mode) {
-      // A worker's ring is made here, enabled by its worker (open_ring()); until then requests
-      // wait in its queue. A spare's is made by the spare itself, if one ever starts.
-      r->multishot = options().multishot;
-      r->spare = r->index >= scheduler().workers();
-      if (!r->spare)
-        if (auto e = set_up_worker_ring(*r, static_cast<std::size_t>(r->index))) return e;
-    } else if (auto e = setup(*r)) {
-      return e;
-    }
+    // Rings mode: a worker's ring is made here, enabled by its worker (open_ring()); until
+    // then requests wait in its queue. A spare's is made by the spare itself, if one ever
+    // starts. Made here, running out of descriptors or memory fails Engine::create() rather
+    // than a worker's open() later (which would leave that ring's sockets, and with every ring
+    // failing the timers too, with nobody to serve them).
+    r->spare = rings_mode && r->index >= scheduler().workers();
+    if (!r->spare)
+      if (auto e = set_up(*r)) return e;
   }
   if (rings_mode) {
     try {
@@ -135,7 +133,6 @@ std::error_code UringEngine::init(bool attach) {
     } catch (const std::bad_alloc&) {
       return std::make_error_code(std::errc::not_enough_memory);
     }
-    mode_ = "each ring set up on its worker's thread";
     if (!attach) return {};
   }
   return start_polling();
@@ -156,8 +153,8 @@ UringEngine::~UringEngine() {
 
 std::string UringEngine::operations() const {
   if (!options().multishot) return "single-shot operations (ARBOR_MULTISHOT=0)";
-  if (!multishot_note_.empty())
-    return "single-shot operations (no buffer rings: " + multishot_note_ + ")";
+  if (!multishot_receive_.load(std::memory_order_relaxed))
+    return "single-shot operations (no buffer rings: see the warning above)";
   return "multishot accept and receive (" + std::to_string(kBufferCount) + " x " +
          std::to_string(kBufferSize / 1024) + " KiB buffers per ring)";
 }
@@ -172,7 +169,7 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
   descriptors_.fetch_add(1, std::memory_order_relaxed);
   auto& d = descriptor_cast<UringDescriptor>(*adopted->descriptor);
   if (options().io_mode == IoMode::rings) place(d);
-  if (ring_of(d).multishot) {
+  if (options().multishot) {
     const bool stream = posix::is_stream(handle);
     std::lock_guard guard(d.lock);
     d.stream = stream;
@@ -183,7 +180,7 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
 bool UringEngine::start(Operation& op) noexcept {
   auto& d = descriptor_of<UringDescriptor>(op);
   const int side = Descriptor::side(op.kind);
-  const bool multishot = ring_of(d).multishot;  // every ring's is the same
+  const bool multishot = options().multishot;
   if (multishot && op.kind == OpKind::accept) return start_multishot_accept(d, op);
   if (multishot && ((op.kind == OpKind::receive && op.size > 0) || op.kind == OpKind::readable))
     return start_multishot_receive(d, op);
@@ -309,8 +306,7 @@ std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
   const int e =
       io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, timeout_ns >= 0 ? &ts : nullptr, nullptr);
   r.sleeping.store(false, std::memory_order_relaxed);
-  if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
-    log::error("io_uring wait failed: {}", std::strerror(-e));
+  if (wait_failed(e)) log::error("io_uring wait failed: {}", std::strerror(-e));
   return reap_cqes(r, out);
 }
 
@@ -347,57 +343,98 @@ std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcep
   return count;
 }
 
-std::error_code UringEngine::setup(Ring& r) {
-  // Preferred: a ring owned by one thread, enabled by that thread when it starts polling.
-  // Then progressively older setups.
-  struct Attempt {
-    unsigned flags;
-    const char* mode;
-  };
-  const Attempt attempts[] = {
-      {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_R_DISABLED,
-       "single-issuer, deferred task work"},
-      {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
-      {0, "basic"},
-  };
-  // Workers mode: the ring is submitted to by whichever worker holds the poll right, so it
-  // cannot be single-issuer, and the kernel runs a request's completion work (task work) on
-  // the thread that submitted it. Cooperative, because the basic set-up interrupts that thread
-  // for it (an IPI and a signal-style return into the kernel: 12.5 % of the server's samples in
-  // get_signal, docs/benchmarks.md), while this one lets it wait for the thread's next entry
-  // into the kernel: at once if it sleeps interruptibly (the kernel wakes it for the work, as
-  // it wakes it for a signal: a worker parked on the futex, or blocked in a BlockingRegion),
-  // at its next system call or timer tick if it runs in user space. So a completion for a
-  // busy worker's request waits at most a tick, never for its long item to end
-  // (WorkerPolling.ACompletionArrivesWhileItsSubmitterSleepsOnAFutex proves the sleeping case).
-  // Not TASKRUN_FLAG: the flag is per ring, so with liburing an empty look enters the kernel
-  // whenever any worker has work pending, and runs only its own (6-8 % more enters, measured).
-  const std::span<const Attempt> usable =
-      options().io_mode == IoMode::workers ? std::span(attempts).subspan(1) : std::span(attempts);
+namespace {
+
+struct RingSetup {
+  unsigned flags;
+  const char* name;
+};
+// A dedicated poller's ring, preferred first: owned by one thread (single-issuer, enabled by
+// that thread when it starts polling) with its completion work deferred to its waits; then
+// progressively older set-ups.
+constexpr RingSetup kPollerSetups[] = {
+    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single-issuer, deferred task work"},
+    {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
+    {0, "basic"},
+};
+// A worker's own ring (rings mode), preferred first. Single-issuer with deferred task work:
+// completions are worked off only when the owner enters the kernel to reap (no interrupts while
+// it runs items), and TASKRUN_FLAG makes "is anything waiting?" one load of the SQ flags
+// (WorkerRing::pending()). Then cooperative task work, which also spares the owner interrupts,
+// then a basic ring (its CQEs appear in the CQ, which pending() also looks at).
+constexpr RingSetup kWorkerRingSetups[] = {
+    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+     "single-issuer, deferred task work, taskrun flag"},
+    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, taskrun flag"},
+    {0, "basic"},
+};
+
+// Workers mode: the ring is submitted to by whichever worker holds the poll right, so it cannot
+// be single-issuer, and the kernel runs a request's completion work (task work) on the thread
+// that submitted it. Cooperative, because the basic set-up interrupts that thread for it (an IPI
+// and a signal-style return into the kernel: 12.5 % of the server's samples in get_signal,
+// docs/benchmarks.md), while this one lets it wait for the thread's next entry into the kernel:
+// at once if it sleeps interruptibly (the kernel wakes it for the work, as it wakes it for a
+// signal: a worker parked on the futex, or blocked in a BlockingRegion), at its next system call
+// or timer tick if it runs in user space. So a completion for a busy worker's request waits at
+// most a tick, never for its long item to end
+// (WorkerPolling.ACompletionArrivesWhileItsSubmitterSleepsOnAFutex proves the sleeping case).
+// Not TASKRUN_FLAG: the flag is per ring, so with liburing an empty look enters the kernel
+// whenever any worker has work pending, and runs only its own (6-8 % more enters, measured).
+std::span<const RingSetup> ring_setups(IoMode mode) noexcept {
+  switch (mode) {
+    case IoMode::pollers:
+      return kPollerSetups;
+    case IoMode::workers:
+      return std::span(kPollerSetups).subspan(1);
+    case IoMode::rings:
+      break;
+  }
+  return kWorkerRingSetups;
+}
+
+}  // namespace
+
+std::error_code UringEngine::set_up(Ring& r) noexcept {
   int e = -EINVAL;
-  for (const auto& a : usable) {
+  for (const RingSetup& s : ring_setups(*options().io_mode)) {
     io_uring_params params{};
-    params.flags = a.flags | IORING_SETUP_CLAMP;
+    // A single-issuer ring is made disabled: the thread that will submit to it enables it
+    // (Ring::enable()), and the kernel makes whoever enables it its one issuer.
+    const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
+    params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
     e = io_uring_queue_init_params(options().ring_entries, &r.ring, &params);
     if (e < 0) continue;
     r.initialised = true;
-    needs_enable_ = (a.flags & IORING_SETUP_R_DISABLED) != 0;
-    mode_ = a.mode;
+    r.needs_enable = single_issuer;
+    r.setup_name = s.name;
     if (auto missing = check_ring(r.ring, params)) return missing;
     break;
   }
-  if (e < 0) return {-e, std::system_category()};
+  if (e < 0) {
+    log::error("io_uring: ring {} cannot be set up ({})", r.index, std::strerror(-e));
+    return {-e, std::system_category()};
+  }
   if (options().multishot) {
-    // Buffer rings (5.19) come with multishot accept; multishot receive (6.0) is checked by
-    // its first use (-EINVAL turns it off).
+    // Buffer rings (5.19) come with multishot accept; multishot receive (6.0) is checked by its
+    // first use (-EINVAL turns it off). Without them no ring runs multishot operations: the
+    // flags are the engine's, since a socket may move from ring to ring (rings mode).
     if (auto failed = r.buffers.init(r.ring, kBufferCount, kBufferSize)) {
-      multishot_note_ = failed.message();
+      log::warn("io_uring: ring {} has no buffer ring ({}); single-shot operations", r.index,
+                failed.message());
       multishot_accept_.store(false, std::memory_order_relaxed);
       multishot_receive_.store(false, std::memory_order_relaxed);
-    } else {
-      r.multishot = true;
     }
   }
+  return {};
+}
+
+std::error_code Ring::enable() noexcept {
+  if (!needs_enable) return {};
+  // Raw syscall: Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
+  if (::syscall(__NR_io_uring_register, ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
+    return {errno, std::system_category()};
+  needs_enable = false;
   return {};
 }
 
@@ -408,12 +445,9 @@ void UringEngine::on_poller_stop(int poller) noexcept {
 }
 
 void UringEngine::on_poller_start(int poller) noexcept {
-  if (!needs_enable_) return;
-  // The submitter of a single-issuer ring is whoever enables it: this poller thread.
-  // Raw syscall: Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
-  const int fd = rings_[static_cast<std::size_t>(poller)]->ring.ring_fd;
-  if (::syscall(__NR_io_uring_register, fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
-    log::error("io_uring: enabling the ring failed: {}", std::strerror(errno));
+  // This poller thread becomes the ring's one issuer (single-issuer set-up).
+  if (auto failed = rings_[static_cast<std::size_t>(poller)]->enable())
+    log::error("io_uring: enabling the ring failed: {}", failed.message());
 }
 
 bool UringEngine::admit_start(UringDescriptor& d, Operation& op) const noexcept {

@@ -177,9 +177,9 @@ struct Ring {
   // Rings mode: sockets placed on this ring and not closed yet. lend() walks the descriptors
   // only if there are any. seq_cst with `state` (place() says why).
   std::atomic<std::int64_t> sockets{0};
-  // Rings mode: made disabled by init() (single-issuer): its owner enables it in open().
+  // Made disabled (single-issuer): the thread that will submit to it enables it (enable()).
   bool needs_enable = false;
-  const char* setup_mode = nullptr;  // rings mode: the set-up init() found, for the log
+  const char* setup_name = "";  // the set-up UringEngine::set_up() found, for the logs
   // Rings mode. `state`: whether the owning worker has opened the ring yet, whether it is in a
   // BlockingRegion (lent: its sockets moved to other rings, and none is placed on it), and
   // whether it has closed it for good (retired). seq_cst with `incoming`: a thread that pushed a
@@ -201,7 +201,6 @@ struct Ring {
   std::atomic<std::uint64_t>* wakes = nullptr;
   std::atomic<std::uint64_t>* submits = nullptr;
   ProvidedBuffers buffers;  // freed after ~Ring's body has exited the ring (which unregisters it)
-  bool multishot = false;   // buffers registered: this ring may run multishot operations
 
   ~Ring() {
     if (initialised) io_uring_queue_exit(&ring);
@@ -295,7 +294,16 @@ struct Ring {
     return sqe;
   }
   static void report_submit_error(int e) noexcept;
+  /// On the thread that will submit to it: makes it the ring's one issuer, if the ring was set
+  /// up single-issuer (and so disabled until now).
+  std::error_code enable() noexcept;
 };
+
+/// Whether a wait's result (io_uring_submit_and_wait_timeout()'s) is a failure to report: not
+/// a timeout, an interruption, or a transient refusal.
+inline bool wait_failed(int e) noexcept {
+  return e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY;
+}
 
 // Rings mode: the driver a worker parks in, its own ring (uring_rings.cpp). Its buffers are the
 // owner's alone: wait() fills them, dispatch() hands them over.
@@ -351,7 +359,8 @@ class UringEngine final : public Engine {
   std::int64_t ring_sockets(std::size_t index) const noexcept {
     return rings_[index]->sockets.load(std::memory_order_relaxed);
   }
-  const char* mode() const noexcept { return mode_; }
+  /// The set-up of the rings (the first one's: a spare's, made later, may differ).
+  const char* mode() const noexcept { return rings_.front()->setup_name; }
   /// For the start-up line: single-shot or multishot operations, and why.
   std::string operations() const;
 
@@ -384,7 +393,9 @@ class UringEngine final : public Engine {
   Ring& ring_of(const Descriptor& d) noexcept {
     return *rings_[static_cast<std::size_t>(d.poller.load(std::memory_order_relaxed))];
   }
-  std::error_code setup(Ring& r);
+  // Sets `r` up as its io mode prefers, falling back to older set-ups; its buffer ring too,
+  // with multishot operations (or, failing that, turns them off for every ring).
+  std::error_code set_up(Ring& r) noexcept;
   // Poller thread: post the eventfd read a wake completes, unless one is posted.
   static void post_wake_read(Ring& r) noexcept;
   // Poller thread: turns up to out.size() CQEs into events (advancing the CQ past them);
@@ -463,8 +474,6 @@ class UringEngine final : public Engine {
   // --- rings mode (uring_rings.cpp) ---------------------------------------------------------
   // On worker `index`'s thread: set the ring up (single-issuer first), its buffers, its driver.
   WorkerRing* open_ring(std::size_t index) noexcept;
-  // In init(): make worker `index`'s ring and its buffers (the worker enables it in open()).
-  std::error_code set_up_worker_ring(Ring& r, std::size_t index) noexcept;
   // On the owner's thread: retire the ring, cancel and reap everything it has in flight,
   // deliver what that completes, and exit the ring.
   void close_ring(WorkerRing& driver) noexcept;
@@ -507,7 +516,6 @@ class UringEngine final : public Engine {
   TimerWatch timer_watch_;  // rings mode: which sleeping ring waits for the timers
   // Rings mode with a paused (test) clock: rings between their reap and their dispatch.
   std::atomic<int> rings_in_hand_{0};
-  std::atomic<bool> ring_mode_logged_{false};
   DescriptorPool<UringDescriptor> pool_;
   // What only io_uring counts (counters() reports them by name).
   std::atomic<std::uint64_t> submits_{0};
@@ -517,9 +525,6 @@ class UringEngine final : public Engine {
   // Cleared (for good) when the kernel turns out not to support them.
   std::atomic<bool> multishot_accept_{options().multishot};
   std::atomic<bool> multishot_receive_{options().multishot};
-  std::string multishot_note_;
-  bool needs_enable_ = false;
-  const char* mode_ = "basic";
 };
 
 }  // namespace arbor::io::uring

@@ -56,51 +56,6 @@ constexpr std::int64_t kNever = TimerPlan::kNever;
 // again (a request the kernel cannot cancel would otherwise hang the close silently).
 constexpr std::int64_t kCloseWaitNs = 1'000'000'000;
 
-struct RingSetup {
-  unsigned flags;
-  const char* mode;
-};
-// Preferred first. Single-issuer with deferred task work: completions are worked off only when
-// the owner enters the kernel to reap (no interrupts while it runs items), and TASKRUN_FLAG
-// makes "is anything waiting?" one load of the SQ flags (pending()). Then cooperative task
-// work, which also spares the owner interrupts, then a basic ring (its CQEs appear in the CQ,
-// which pending() also looks at).
-constexpr RingSetup kRingSetups[] = {
-    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-     "single-issuer, deferred task work, taskrun flag"},
-    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, taskrun flag"},
-    {0, "basic"},
-};
-// Which set-up is tried first. ARBOR_RINGS_FIRST_SETUP exists only so perf/ can build rings
-// that any thread may reap (1: cooperative) and measure them beside the single-issuer ones.
-#ifndef ARBOR_RINGS_FIRST_SETUP
-#define ARBOR_RINGS_FIRST_SETUP 0
-#endif
-constexpr std::size_t kFirstRingSetup = ARBOR_RINGS_FIRST_SETUP;
-static_assert(kFirstRingSetup < std::size(kRingSetups), "ARBOR_RINGS_FIRST_SETUP: 0, 1 or 2");
-
-// Sets `r` up on the thread calling init(), so that running out of descriptors or memory fails
-// Engine::create() rather than a worker's open() later (which would leave that ring's sockets,
-// and with every ring failing the timers too, with nobody to serve them). A single-issuer ring
-// is made disabled: its owner enables it in open_ring(), and the kernel makes whoever enables
-// it its one issuer. Returns the set-up's name or the error.
-Result<const char*> set_up_ring(Ring& r, unsigned entries) noexcept {
-  int e = -EINVAL;
-  for (std::size_t i = kFirstRingSetup; i < std::size(kRingSetups); ++i) {
-    const RingSetup& s = kRingSetups[i];
-    io_uring_params params{};
-    const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
-    params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
-    e = io_uring_queue_init_params(entries, &r.ring, &params);
-    if (e < 0) continue;
-    r.initialised = true;
-    r.needs_enable = single_issuer;
-    if (auto missing = check_ring(r.ring, params)) return missing;
-    return s.mode;
-  }
-  return std::error_code{-e, std::system_category()};
-}
-
 }  // namespace
 
 void Ring::kick() noexcept {
@@ -171,26 +126,6 @@ void WorkerRings::close(std::size_t, sched::WorkerDriver& driver) noexcept {
 
 // --- the engine's side ----------------------------------------------------------------------
 
-std::error_code UringEngine::set_up_worker_ring(Ring& r, std::size_t index) noexcept {
-  auto mode = set_up_ring(r, options().ring_entries);
-  if (!mode) {
-    log::error("io_uring: worker {}'s ring cannot be set up ({})", index, mode.error().message());
-    return mode.error();
-  }
-  r.setup_mode = *mode;
-  if (r.multishot) {
-    // Buffer rings come with multishot accept; multishot receive is checked by its first use.
-    // Without them, no ring uses multishot receives (the flag is the engine's); accepts need
-    // no buffers.
-    if (auto failed = r.buffers.init(r.ring, kBufferCount, kBufferSize)) {
-      log::warn("io_uring: worker {}'s ring has no buffer ring ({}); single-shot receives", index,
-                failed.message());
-      multishot_receive_.store(false, std::memory_order_relaxed);
-    }
-  }
-  return {};
-}
-
 WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
   if (index >= rings_.size()) return nullptr;  // not a worker slot of this engine's scheduler
   Ring& r = *rings_[index];
@@ -198,14 +133,9 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
     return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
   // A spare's ring is made now, by the spare (init() made the workers' rings). If that fails,
   // the spare parks on a futex: it takes no socket and no timer watch.
-  std::error_code failed = r.spare ? set_up_worker_ring(r, index) : std::error_code{};
+  std::error_code failed = r.spare ? set_up(r) : std::error_code{};
   if (!failed && !r.initialised) failed = std::make_error_code(std::errc::bad_file_descriptor);
-  // The submitter of a single-issuer ring is whoever enables it: this worker. Raw syscall:
-  // Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
-  if (!failed && r.needs_enable &&
-      ::syscall(__NR_io_uring_register, r.ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr,
-                0) < 0)
-    failed = {errno, std::system_category()};
+  if (!failed) failed = r.enable();  // this worker becomes its one issuer
   Ring::State expected = Ring::State::unopened;
   if (failed ||
       !r.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst)) {
@@ -220,10 +150,7 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
     finish_retired(r);
     return nullptr;
   }
-  if (!ring_mode_logged_.exchange(true, std::memory_order_relaxed))
-    log::info("io_uring: a ring per worker ({}, {} entries)", r.setup_mode, options().ring_entries);
-  else
-    log::debug("io_uring: worker {}'s ring: {}", index, r.setup_mode);
+  log::debug("io_uring: worker {}'s ring: {}", index, r.setup_name);
   this_thread_ring = &r;
   return worker_ring_drivers_[index].get();
 }
@@ -366,7 +293,7 @@ void UringEngine::reap_until_zero(WorkerRing& w, const std::size_t& left, const 
     io_uring_cqe* cqe = nullptr;
     __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(kCloseWaitNs);
     const int e = io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, &ts, nullptr);
-    if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY) {
+    if (wait_failed(e)) {
       log::error("io_uring: worker {}'s ring, {}: waiting failed ({}); {} abandoned", w.index_,
                  what, std::strerror(-e), left);
       return;
@@ -444,8 +371,7 @@ again:
     rings_in_hand_.fetch_add(1, std::memory_order_seq_cst);
     w.in_hand_ = true;
   }
-  if (e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY)
-    log::error("io_uring wait failed: {}", std::strerror(-e));
+  if (wait_failed(e)) log::error("io_uring wait failed: {}", std::strerror(-e));
   std::size_t n = reap_cqes(r, {w.events_.data(), k});
   // Handed the watch while asleep (hand_over_timer_watch() woke us for it) and woken for
   // nothing else: sleep again, towards the deadline now, rather than give the watch up and
