@@ -33,7 +33,7 @@
 #include "arbor/sched/blocking_region.hpp"
 #include "common/descriptor.hpp"
 #include "engine_test_support.hpp"
-#include "linux/uring_engine.hpp"
+#include "linux/uring/engine.hpp"
 
 namespace arbor::io {
 namespace {

@@ -9,6 +9,8 @@
 // the timer waited for the region's end, the reads for the second region's end). The last one
 // checks the paused clock's promise: it jumps only when nothing is ready anywhere in the engine,
 // so a receive whose bytes have arrived completes before a sleeper's hour passes.
+#include "arbor/sched/blocking_region.hpp"
+
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -18,7 +20,6 @@
 
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
-#include "arbor/sched/blocking_region.hpp"
 #include "runtime_support.hpp"
 
 namespace arbor {
@@ -71,7 +72,7 @@ Task<bool> read_one(TcpStream& s, Countdown& done) {
   std::byte b[1];
   auto n = co_await s.read_some(b);
   done.count_down();
-  co_return n && *n == 1;
+  co_return n&&* n == 1;
 }
 
 // Once `blocked` reached zero, sleeps 20 ms, then counts `slept` down.
@@ -197,7 +198,7 @@ TEST_P(BlockingRegionTest, APausedClockDoesNotJumpPastAPendingCompletion) {
         std::byte b[1];
         started.count_down();
         auto n = co_await s.read_some(b);
-        co_return n && *n == 1 ? Clock::now() : Clock::time_point::max();
+        co_return n&&* n == 1 ? Clock::now() : Clock::time_point::max();
       }(p.server, reading));
       auto sleeper = r.spawn([]() -> Task<> { co_await sleep_for(1h); }());
       while (reading.left() != 0)
@@ -216,8 +217,8 @@ TEST_P(BlockingRegionTest, APausedClockDoesNotJumpPastAPendingCompletion) {
   EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, BlockingRegionTest,
-                         ::testing::ValuesIn(test::engine_variants()), test::engine_name);
+INSTANTIATE_TEST_SUITE_P(Engines, BlockingRegionTest, ::testing::ValuesIn(test::engine_variants()),
+                         test::engine_name);
 
 }  // namespace
 }  // namespace arbor

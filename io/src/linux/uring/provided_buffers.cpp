@@ -1,4 +1,4 @@
-#include "provided_buffers.hpp"
+#include "linux/uring/provided_buffers.hpp"
 
 #include <sys/mman.h>
 

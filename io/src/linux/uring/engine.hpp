@@ -1,18 +1,17 @@
-// UringEngine: the completion backend (Linux io_uring through liburing). This private header
-// holds what its source files share: the poller-owned Ring, requests, io_uring's parts of a
-// descriptor and of an operation, and the class. The design and its measurements are in
-// docs/architecture.md ("UringEngine"); the invariants kept here:
-// - Each ring has one thread at a time that prepares SQEs, submits and reaps: its poller thread,
-//   in workers mode the worker holding the scheduler's poll right, in rings mode the worker
-//   that owns it (called "the poller" below in every case; uring_rings.cpp has the rings mode's
-//   own invariants). Others hand it requests through `Ring::incoming` (a Treiber stack the
-//   poller takes whole and reverses), pushed under the descriptor's lock, so the poller sees
-//   one socket's requests in the order they were made: a close always follows the starts
-//   before it.
-// - A thread that queued requests makes them the poller's business at the end of its
-//   SubmitBatch: in workers mode by taking the poll right and submitting itself if it can;
-//   otherwise by waking the poller, only if it announced sleep (a Dekker pair of seq_cst
-//   operations on `incoming` and `sleeping`).
+// UringEngine: the completion backend (Linux io_uring through liburing), in io/src/linux/uring/:
+//   ring.hpp/.cpp          a ring, its set-up, and the queue of requests other threads leave it
+//   engine.hpp/.cpp        the engine's core: attach, start, cancel, close, the poller's drain
+//                          and reap; io_uring's parts of a socket and of an operation
+//   shared_ring.cpp        workers and pollers modes: one ring waited on by the poll right's
+//                          holder, or by each poller thread
+//   ring_per_worker.cpp    rings mode: each worker parks in its own ring (WorkerRing), the timer
+//                          watch, a paused clock's look over every ring, closing a ring
+//   ring_lending.cpp       rings mode: where sockets are placed, and how a worker entering a
+//                          BlockingRegion lends its ring's sockets to the others
+//   multishot.cpp          multishot accept and receive into provided buffers
+//   provided_buffers.*     the buffer ring those receives fill
+// The design and its measurements are in docs/architecture.md ("UringEngine"). Invariants kept
+// across the files (ring.hpp has the request queue's, ring_per_worker.cpp the rings mode's):
 // - The poller closes an fd only when no worker is in a system call on it (`busy` == 0) and
 //   after submitting every SQE that names it.
 // - A descriptor with a multishot operation armed is not idle, so it is not recycled before
@@ -36,36 +35,10 @@
 #include "common/descriptor.hpp"
 #include "common/operation_state.hpp"
 #include "common/timer_watch.hpp"
-#include "linux/provided_buffers.hpp"
+#include "linux/uring/provided_buffers.hpp"
+#include "linux/uring/ring.hpp"
 
 namespace arbor::io::uring {
-
-class UringEngine;
-struct Ring;
-
-/// Rings mode: the ring the calling thread owns (set by WorkerRings::open() on the worker's
-/// thread, cleared by close()); nullptr on every other thread.
-inline thread_local Ring* this_thread_ring = nullptr;
-
-// CQE user data: an Operation* (single-shot), or one of these. Operations and descriptors are
-// at least 8-byte aligned, so a descriptor tagged with kMultishotTag cannot collide.
-constexpr std::uint64_t kIgnore = 0;    // cancel requests
-constexpr std::uint64_t kWakeRead = 1;  // the eventfd read
-constexpr std::uint64_t kMultishotTag =
-    2;  // UringDescriptor* | 2: the socket's multishot operation
-
-enum class RequestKind : std::uint8_t { start, cancel_read, cancel_write, close, arm };
-
-// A request from a worker to the poller, pushed onto its ring's incoming stack. It lives in
-// what it is about: an operation's start in the operation's state, cancel, close and arm
-// requests in the descriptor (not in the operation, because an operation may complete and its
-// memory be reused for the next one while a cancel request for it is still queued; the
-// descriptor outlives both).
-struct Request {
-  Request* next = nullptr;
-  RequestKind kind = RequestKind::start;
-  void* owner = nullptr;  // the Operation (start) or the UringDescriptor (the others)
-};
 
 constexpr unsigned kBufferCount = 1024;  // per ring
 constexpr unsigned kBufferSize = 4096;
@@ -148,164 +121,13 @@ inline std::uint64_t multishot_data(UringDescriptor& d) noexcept {
   return reinterpret_cast<std::uintptr_t>(&d) | kMultishotTag;
 }
 
-/// Whether a ring set up with `params` has every feature and opcode this engine relies on.
-std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexcept;
-
 /// Prepares `op` as a single-shot SQE on `fd` (user data: the operation).
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept;
 
-/// The handle a multishot accept produced, as accept(2) would return it (uring_multishot.cpp).
+/// The handle a multishot accept produced, as accept(2) would return it (multishot.cpp).
 std::int64_t finish_accept(Operation& op, std::int64_t handle) noexcept;
 
-struct Ring {
-  io_uring ring{};
-  bool initialised = false;
-  int eventfd = -1;
-  std::uint64_t eventfd_value = 0;
-  int index = 0;                  // in the engine's rings_
-  // Rings mode: a spare worker's ring, set up by the spare when it first opens it (spares start
-  // only for blocking regions); until then place() puts no socket on it.
-  bool spare = false;
-  bool wake_read_posted = false;  // poller thread only
-  // Poller thread only: SQEs prepared whose last CQE has not been reaped yet (a multishot
-  // operation counts once, until the CQE without IORING_CQE_F_MORE). Rings mode drains a
-  // closing ring until it is 0: then the kernel holds nothing that points into our memory.
-  std::size_t in_flight = 0;
-  // Rings mode, poller thread only: operations this ring cancelled to move their sockets to
-  // other rings (lend()), whose last CQE has not been reaped yet.
-  std::size_t moving = 0;
-  // Rings mode: sockets placed on this ring and not closed yet. lend() walks the descriptors
-  // only if there are any. seq_cst with `state` (place() says why).
-  std::atomic<std::int64_t> sockets{0};
-  // Made disabled (single-issuer): the thread that will submit to it enables it (enable()).
-  bool needs_enable = false;
-  const char* setup_name = "";  // the set-up UringEngine::set_up() found, for the logs
-  // Rings mode. `state`: whether the owning worker has opened the ring yet, whether it is in a
-  // BlockingRegion (lent: its sockets moved to other rings, and none is placed on it), and
-  // whether it has closed it for good (retired). seq_cst with `incoming`: a thread that pushed a
-  // request and then sees `retired` finishes the queue itself (there is no owner to submit it any
-  // more), and the owner retiring sets it before taking the queue a last time, so no request is
-  // lost.
-  enum class State : std::uint8_t { unopened, open, lent, retired };
-  std::atomic<State> state{State::unopened};
-  // Sticky WorkerDriver::unpark(): the next wait() looks without waiting. seq_cst with
-  // `sleeping`, like `incoming`.
-  std::atomic<bool> unparked{false};
-  // Rings mode: handed the timer watch while asleep (its wait sleeps again towards the deadline).
-  std::atomic<bool> rearm{false};
-  UringEngine* engine = nullptr;  // rings mode: who finishes the queue of a retired ring
-  // Requests from other threads, newest first. seq_cst with `sleeping` (see the file comment).
-  std::atomic<Request*> incoming{nullptr};
-  std::atomic<bool> sleeping{false};
-  sched::Scheduler* polled_by = nullptr;  // workers mode: the scheduler whose workers poll
-  std::atomic<std::uint64_t>* wakes = nullptr;
-  std::atomic<std::uint64_t>* submits = nullptr;
-  ProvidedBuffers buffers;  // freed after ~Ring's body has exited the ring (which unregisters it)
-
-  ~Ring() {
-    if (initialised) io_uring_queue_exit(&ring);
-    close_handle(eventfd);
-  }
-
-  /// Takes every queued request, oldest first (the stack holds them newest first, and one
-  /// socket's requests must be handled in the order they were made).
-  Request* take_in_order(std::memory_order order) noexcept {
-    Request* list = incoming.exchange(nullptr, order);
-    Request* fifo = nullptr;
-    while (list != nullptr) {
-      Request* next = list->next;
-      list->next = fifo;
-      fifo = list;
-      list = next;
-    }
-    return fifo;
-  }
-
-  /// Pushes a request; returns true if the stack was empty (the poller may need waking).
-  bool push(Request& request) noexcept {
-    Request* head = incoming.load(std::memory_order_relaxed);
-    do {
-      request.next = head;
-    } while (!incoming.compare_exchange_weak(head, &request, std::memory_order_seq_cst,
-                                             std::memory_order_relaxed));
-    return head == nullptr;
-  }
-
-  void wake_now() noexcept {
-    wakes->fetch_add(1, std::memory_order_relaxed);
-    const std::uint64_t one = 1;
-    [[maybe_unused]] auto r = ::write(eventfd, &one, sizeof one);
-  }
-
-  static void wake_if_sleeping(void* context) noexcept {
-    auto* self = static_cast<Ring*>(context);
-    if (self->sleeping.load(std::memory_order_seq_cst) &&
-        self->sleeping.exchange(false, std::memory_order_seq_cst))
-      self->wake_now();
-  }
-
-  /// After a push: hand the request over now, or at the end of the current SubmitBatch.
-  void notify() noexcept {
-    if (!SubmitBatch::defer(&Ring::flush, this)) flush(this);
-  }
-
-  /// After a push: wake the poller if it announced sleep; in rings mode, if the ring is retired,
-  /// finish what is queued here and now (uring_rings.cpp).
-  void kick() noexcept;
-
-  /// Workers mode: a worker that can take the poll right submits (and reaps) itself, with no
-  /// wake; otherwise the holder drains the requests before it next sleeps, or is woken if it
-  /// sleeps now.
-  ///
-  /// Called once per ring at the end of the outermost SubmitBatch, and the engines and the runtime
-  /// open one around every item they run (completions, timers, spawns, yields): so what one item
-  /// queues already reaches the kernel in one io_uring_enter. Not later, not batched over the next
-  /// items: the worker's next item may run for long, and nobody else would submit meanwhile.
-  /// Nothing but this flush wakes the driver's sleeper for them, and a worker that is awake drains
-  /// the ring only at its next look (every kPollInterval items) or when it parks; a holder awake
-  /// right now (a look, or a reaper on its way out) may have drained already, and then our requests
-  /// wait for that next look or park, as completions do while every worker is busy. Deferring to
-  /// "before this worker's next item, or its look when it runs out of work" would keep that bound,
-  /// but takes a scheduler hook and saves an enter only on a worker's way to idleness: none
-  /// measurable on the HTTP server (single-shot receives, one enter per request either way;
-  /// multishot queues nothing per request).
-  ///
-  /// Rings mode: the ring's owner leaves its own requests queued (no wake, no system call): it
-  /// drains and submits them with the same io_uring_enter that reaps, at its next look
-  /// (pending() says yes while they wait) or before it sleeps.
-  static void flush(void* context) noexcept {
-    auto* self = static_cast<Ring*>(context);
-    if (self->polled_by != nullptr && self->polled_by->poll_driver()) return;
-    if (self == this_thread_ring) return;
-    self->kick();
-  }
-
-  /// Poller thread: an SQE, submitting what is queued first if the SQ is full. Counted in
-  /// `in_flight` (every SQE this engine prepares asks for a CQE).
-  io_uring_sqe* get_sqe() noexcept {
-    io_uring_sqe* sqe = io_uring_get_sqe(&ring);
-    while (sqe == nullptr) {
-      submits->fetch_add(1, std::memory_order_relaxed);
-      if (const int e = io_uring_submit(&ring); e < 0 && e != -EAGAIN && e != -EBUSY && e != -EINTR)
-        report_submit_error(e);
-      sqe = io_uring_get_sqe(&ring);
-    }
-    ++in_flight;
-    return sqe;
-  }
-  static void report_submit_error(int e) noexcept;
-  /// On the thread that will submit to it: makes it the ring's one issuer, if the ring was set
-  /// up single-issuer (and so disabled until now).
-  std::error_code enable() noexcept;
-};
-
-/// Whether a wait's result (io_uring_submit_and_wait_timeout()'s) is a failure to report: not
-/// a timeout, an interruption, or a transient refusal.
-inline bool wait_failed(int e) noexcept {
-  return e < 0 && e != -ETIME && e != -EINTR && e != -EAGAIN && e != -EBUSY;
-}
-
-// Rings mode: the driver a worker parks in, its own ring (uring_rings.cpp). Its buffers are the
+// Rings mode: the driver a worker parks in, its own ring (ring_per_worker.cpp). Its buffers are the
 // owner's alone: wait() fills them, dispatch() hands them over.
 class WorkerRing final : public sched::WorkerDriver {
  public:
@@ -329,7 +151,7 @@ class WorkerRing final : public sched::WorkerDriver {
   void leave_hand() noexcept;
 };
 
-// Rings mode: the scheduler's factory of WorkerRings, a ring per worker (uring_rings.cpp).
+// Rings mode: the scheduler's factory of WorkerRings, a ring per worker (ring_per_worker.cpp).
 class WorkerRings final : public sched::WorkerDrivers {
  public:
   explicit WorkerRings(UringEngine& engine) noexcept : engine_(engine) {}
@@ -419,13 +241,15 @@ class UringEngine final : public Engine {
   // A queued start whose socket was closed (or which was cancelled) before it reached the
   // ring: complete it as if the kernel had cancelled it.
   void finish_refused(Operation& op) noexcept;
-  // Poller thread: cancel the socket's operations, submit, then close(2) its fd.
-  void close_now(Ring& r, UringDescriptor& d) noexcept;
+  // Poller thread of `r`: cancel the socket's operations, submit, then close(2) its fd. A
+  // retired ring (nullptr), from any thread: close the fd without the kernel (the owner's close
+  // cancels what it had in flight); a parked reader completes with -ECANCELED either way.
+  void close_now(Ring* r, UringDescriptor& d) noexcept;
   // A CQE for op: free its slot, then complete it (the slot must be free first so the
   // resumed coroutine can start its next operation on this side).
   static void complete(const sched::Event& event, sched::Disposition) noexcept;
 
-  // --- multishot, worker side (uring_multishot.cpp) ----------------------------------------
+  // --- multishot, worker side (multishot.cpp) ----------------------------------------
   bool start_multishot_accept(UringDescriptor& d, Operation& op) noexcept;
   bool start_multishot_receive(UringDescriptor& d, Operation& op) noexcept;
   // Under d.lock: op waits in its slot for the multishot operation's next result.
@@ -449,7 +273,7 @@ class UringEngine final : public Engine {
   // later read sees it, as with recv(2)); an error is reported once.
   static std::int64_t take_end(UringDescriptor& d) noexcept;
 
-  // --- multishot, poller side (uring_multishot.cpp) ----------------------------------------
+  // --- multishot, poller side (multishot.cpp) ----------------------------------------
   // Under d.lock: submit the socket's multishot operation.
   void arm(Ring& r, UringDescriptor& d) noexcept;
   // Under d.lock: stop the socket's multishot operation (its last CQE clears multishot_armed).
@@ -471,7 +295,7 @@ class UringEngine final : public Engine {
   static void complete_claimed(const sched::Event& event, sched::Disposition) noexcept;
   static void complete_accepted(const sched::Event& event, sched::Disposition) noexcept;
 
-  // --- rings mode (uring_rings.cpp) ---------------------------------------------------------
+  // --- rings mode (ring_per_worker.cpp) ---------------------------------------------------------
   // On worker `index`'s thread: set the ring up (single-issuer first), its buffers, its driver.
   WorkerRing* open_ring(std::size_t index) noexcept;
   // On the owner's thread: retire the ring, cancel and reap everything it has in flight,
@@ -480,7 +304,6 @@ class UringEngine final : public Engine {
   // Any thread, the ring retired: finish its queued requests without the kernel (starts and
   // parked readers complete with -ECANCELED, closes close the fd).
   void finish_retired(Ring& r) noexcept;
-  void refuse_close(UringDescriptor& d) noexcept;
   // Owner: one wait of a WorkerRing (drain, sleep with the timer watch, reap, timers).
   std::size_t wait_in_ring(WorkerRing& w, std::int64_t timeout_ns) noexcept;
   // Any thread: whether ring `index` is in the kernel waiting (its owner announced sleep).
@@ -500,12 +323,12 @@ class UringEngine final : public Engine {
   // take no new ones until reclaim(). A socket with a connect in progress stays.
   void lend(WorkerRing& w) noexcept;
   void reclaim(WorkerRing& w) noexcept;
-  // On the owner's thread: reaps and delivers until `left` (a count reaping lowers) is 0,
-  // calling after() after each reap; waits at most a second at a time, saying so (with `what`)
-  // each time it must wait again, and gives up (logged) only if waiting fails.
-  template <class After>
+  // On the owner's thread: reaps and delivers until `left` (a count reaping lowers) is 0, and
+  // with `finish_queue` finishes the (retired) ring's queue after each reap; waits at most a
+  // second at a time, saying so (with `what`) each time it must wait again, and gives up
+  // (logged) only if waiting fails.
   void reap_until_zero(WorkerRing& w, const std::size_t& left, const char* what,
-                       After&& after) noexcept;
+                       bool finish_queue) noexcept;
   // Ring `r`'s poller, reaping the CQE of an operation lend() cancelled: false if it is to
   // complete with `result` as it is; true if it was started again on the socket's new ring.
   bool move_on(Ring& r, Operation& op, int result) noexcept;

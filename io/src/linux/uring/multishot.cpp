@@ -19,7 +19,7 @@
 #include <cstring>
 
 #include "arbor/io/log.hpp"
-#include "linux/uring_engine.hpp"
+#include "linux/uring/engine.hpp"
 #include "posix/socket_calls.hpp"
 
 namespace arbor::io::uring {

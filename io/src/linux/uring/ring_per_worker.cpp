@@ -1,37 +1,30 @@
-// UringEngine, rings mode (IoMode::rings): a ring per scheduler worker, each worker parked in
-// its own (WorkerRing, a sched::WorkerDriver; WorkerRings opens and closes them).
+// UringEngine, rings mode (IoMode::rings): a ring per scheduler worker slot (spares included),
+// each worker parked in its own (WorkerRing, a sched::WorkerDriver; WorkerRings opens and closes
+// them). Where sockets go and how a blocked worker lends its ring: ring_lending.cpp.
 //
-// Invariants, on top of uring_engine.hpp's:
-// - A ring is created, submitted to, reaped and exited only on its owner's thread (the worker
-//   that opened it): it is single-issuer where the kernel allows, so no other thread may even
-//   submit. Everyone else reaches it through its request queue (`Ring::incoming`), and wakes
-//   the owner only if it announced sleep; the owner's own requests wait in the queue until its
-//   next look or sleep, which drains and submits them in the same io_uring_enter that reaps.
-// - Sockets are spread over the rings round-robin at attach, skipping retired and lent rings.
-//   A ring not opened yet keeps its requests queued: its worker opens it at its next loop pass.
-// - A worker entering a BlockingRegion lends its ring (lend()): the ring takes no new socket,
-//   its sockets move to the other open rings (Descriptor::poller, changed under the socket's
-//   lock, which every request push reads it under), what it had in flight for them is
-//   cancelled and, if the kernel reports it cancelled, started again on the new ring
-//   (move_on()); a multishot operation is stopped and its last CQE re-arms it there. The owner
-//   reaps until nothing it cancelled is left in the ring (`Ring::moving` == 0) before it blocks,
-//   so no operation is ever in two rings. Requests queued before a socket moved are forwarded
-//   by drain(); bytes a multishot receive buffered stay with the socket, and their buffers go
-//   back to the ring that lent them (UringDescriptor::chunk_ring). A connect in progress stays
-//   (it cannot be made twice), and with no other open ring nothing moves.
-// - Every ring is made by init() (disabled, if single-issuer: its worker enables it in
-//   open(), becoming its one issuer), so a ring that cannot be made fails Engine::create().
+// Invariants, on top of ring.hpp's and engine.hpp's:
+// - A ring is created (a worker's by init(), a spare's by the spare), submitted to and reaped
+//   only on its owner's thread (the worker that opened it): it is single-issuer where the kernel
+//   allows, made disabled and enabled by the owner in open(), so no other thread may even
+//   submit. Everyone else reaches it through its request queue (`Ring::incoming`), and wakes the
+//   owner only if it announced sleep; the owner's own requests wait in the queue until its next
+//   look or sleep, which drains and submits them in the same io_uring_enter that reaps. A
+//   worker's ring that cannot be made fails Engine::create(); a spare's leaves the spare parked
+//   on a futex.
 // - Closing a ring (detach, or its worker exiting) retires it first, then, on the owner,
-//   cancels everything it has in flight and reaps until nothing is (`Ring::in_flight` == 0)
-//   before exiting it, so the kernel never writes into memory we gave back. Requests that reach
-//   a retired ring are finished by whoever queued them, without the kernel: starts and waiting
-//   readers complete with -ECANCELED, closes close the fd (finish_retired()).
+//   cancels everything it has in flight and reaps until nothing is (`Ring::in_flight` == 0), so
+//   the kernel never writes into memory we gave back; ~Ring exits it, with the engine. Requests
+//   that reach a retired ring are finished by whoever queued them, without the kernel: starts
+//   and waiting readers complete with -ECANCELED, closes close the fd (finish_retired()).
 // - Timers: the TimerQueue is shared. One sleeping ring holds the timer watch and sleeps
 //   towards the earliest deadline (common/timer_watch.hpp says how it moves); any ring's wait
-//   takes the timers due, and a busy owner's pending() says yes once one is. A paused (test)
-//   clock jumps to the next deadline only from the watcher, with nothing to run and no ring
-//   between its reap and its dispatch (`rings_in_hand_`): a timer popped by one ring is run
-//   before another jumps the clock past it.
+//   takes the timers due, and a busy owner's pending() says yes once one is. Spares have rings,
+//   so while every worker blocks in a region a spare watches them
+//   (BlockingRegionTest.ATimerFiresWhileEveryWorkerBlocksInARegion).
+// - A paused (test) clock jumps only from the watcher, as common/timer_plan.hpp says, with no
+//   ring between its reap and its dispatch (`rings_in_hand_`: a timer popped by one ring is run
+//   before another jumps the clock past it) and nothing ready in any ring
+//   (completions_ready(): BlockingRegionTest.APausedClockDoesNotJumpPastAPendingCompletion).
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -46,7 +39,7 @@
 #include "arbor/sync/timespec.hpp"
 #include "common/timer_plan.hpp"
 #include "common/timer_queue.hpp"
-#include "linux/uring_engine.hpp"
+#include "linux/uring/engine.hpp"
 
 namespace arbor::io::uring {
 namespace {
@@ -57,13 +50,6 @@ constexpr std::int64_t kNever = TimerPlan::kNever;
 constexpr std::int64_t kCloseWaitNs = 1'000'000'000;
 
 }  // namespace
-
-void Ring::kick() noexcept {
-  wake_if_sleeping(this);
-  // seq_cst, after the push (itself seq_cst): pairs with close_ring()'s store of `retired`
-  // before its last take of the queue, so a request is finished by one side or the other.
-  if (state.load(std::memory_order_seq_cst) == State::retired) engine->finish_retired(*this);
-}
 
 // --- the drivers ----------------------------------------------------------------------------
 
@@ -155,138 +141,8 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
   return worker_ring_drivers_[index].get();
 }
 
-void UringEngine::place(UringDescriptor& d) noexcept {
-  const std::size_t n = rings_.size();
-  std::lock_guard guard(d.lock);
-  for (std::size_t k = 0; k < n; ++k) {
-    const std::size_t i = (static_cast<std::size_t>(d.poller) + k) % n;
-    // Counted first, then the state read (both seq_cst), against lend()'s store of `lent`
-    // then load of the count: either lend() sees the count and walks (finding the socket under
-    // d.lock, which we hold until placed), or we see `lent` and go on.
-    Ring& r = *rings_[i];
-    r.sockets.fetch_add(1, std::memory_order_seq_cst);
-    if (takes_sockets(r)) {
-      d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
-      d.placed = true;
-      return;
-    }
-    r.sockets.fetch_sub(1, std::memory_order_relaxed);
-  }
-  // No ring takes sockets: the engine is stopping (its operations complete with -ECANCELED), or
-  // every worker blocks in a region and no spare could start. A lent ring then, whose worker
-  // serves it when its region ends; the first guess if none is (it may be a spare's, never
-  // opened: stop() finishes its queue).
-  for (std::size_t k = 0; k < n; ++k)
-    if (rings_[k]->state.load(std::memory_order_seq_cst) == Ring::State::lent) {
-      d.poller.store(static_cast<int>(k), std::memory_order_relaxed);
-      break;
-    }
-  ring_of(d).sockets.fetch_add(1, std::memory_order_relaxed);
-  d.placed = true;
-}
-
-bool UringEngine::takes_sockets(const Ring& r) noexcept {
-  // seq_cst: see place(). A worker's ring not opened yet takes them (its worker opens it at its
-  // next pass); a spare's only once opened: a spare may never start.
-  const Ring::State state = r.state.load(std::memory_order_seq_cst);
-  return state == Ring::State::open || (state == Ring::State::unopened && !r.spare);
-}
-
-void UringEngine::lend(WorkerRing& w) noexcept {
-  Ring& r = w.ring_;
-  const std::size_t n = rings_.size();
-  const auto is_open = [](const Ring& c) {
-    return c.state.load(std::memory_order_seq_cst) == Ring::State::open;
-  };
-  Ring::State expected = Ring::State::open;
-  // seq_cst, before the walk takes each descriptor's lock: see place(). Lent even when no other
-  // ring is open to take the sockets (every other worker blocks and no spare could start): they
-  // stay then, but place() puts no new one here
-  // (BlockingRegionTest.WithNoSpareNewSocketsAvoidABlockedWorker).
-  if (!r.state.compare_exchange_strong(expected, Ring::State::lent, std::memory_order_seq_cst))
-    return;
-  bool other = false;
-  for (const auto& c : rings_)
-    other = other || (c.get() != &r && is_open(*c));
-  if (!other) {
-    log::debug("io_uring: worker {} blocks: no other ring is open, {} socket(s) stay", w.index_,
-               r.sockets.load(std::memory_order_relaxed));
-    return;
-  }
-  std::size_t next = static_cast<std::size_t>(w.index_) + 1;
-  std::size_t moved = 0;
-  std::size_t stayed = 0;
-  // The walk visits every descriptor of the engine: skipped when none is ours (see place()).
-  if (r.sockets.load(std::memory_order_seq_cst) != 0)
-    pool_.for_each([&](UringDescriptor& d) {
-      std::lock_guard guard(d.lock);
-      if (d.poller.load(std::memory_order_relaxed) != w.index_ || d.closed || !d.placed) return;
-      // A connect in progress stays: cancelled, it could not be made again (connect(2) on a
-      // connecting socket fails with EALREADY). It completes here, after the region.
-      if (d.slot[1] != nullptr && d.slot[1]->kind == OpKind::connect) {
-        ++stayed;
-        return;
-      }
-      Ring* to = nullptr;
-      for (std::size_t k = 0; k < n && to == nullptr; ++k, ++next) {
-        Ring& c = *rings_[next % n];
-        if (&c != &r && is_open(c)) to = &c;
-      }
-      if (to == nullptr) {  // the others were lent meanwhile
-        ++stayed;
-        return;
-      }
-      // From here on every request for the socket goes to `to` (they read the ring under
-      // d.lock); those already queued here, drain() below forwards.
-      d.poller.store(to->index, std::memory_order_relaxed);
-      r.sockets.fetch_sub(1, std::memory_order_relaxed);
-      to->sockets.fetch_add(1, std::memory_order_relaxed);
-      ++moved;
-      for (Operation* op : d.slot) {
-        if (op == nullptr) continue;
-        UringOp& state = state_of<UringOp>(*op);
-        // Parked for the multishot operation (stopped below), or its start still queued here
-        // (forwarded): no SQE of its own to cancel. Or still on its way out of the ring that
-        // moved the socket here (moving): that ring restarts it wherever the socket is then.
-        if (state.moving.load(std::memory_order_relaxed) ||
-            !state.in_ring.load(std::memory_order_relaxed))
-          continue;
-        // Its CQE, if -ECANCELED, starts it again on `to` (move_on()).
-        state.moving.store(true, std::memory_order_relaxed);
-        ++r.moving;
-        io_uring_sqe* sqe = r.get_sqe();
-        io_uring_prep_cancel(sqe, op, 0);
-        io_uring_sqe_set_data64(sqe, kIgnore);
-      }
-      if (d.multishot_armed && !d.moving) {  // moving: stopped by the ring it runs on, as above
-        // Its last CQE re-arms it on `to` for a parked reader (on_multishot()); what it buffered
-        // stays in the socket, its buffers going back to this ring as they are read.
-        d.moving = true;
-        ++r.moving;
-        if (!d.throttled) stop_multishot(r, d);
-      }
-    });
-  ring_moves_.fetch_add(moved, std::memory_order_relaxed);
-  drain(r);  // requests queued before their sockets moved go on to the sockets' new rings
-  // Wait for every cancelled operation, so that none of a moved socket is left in this ring
-  // (its new ring starts it again). Bounded in practice: the kernel cancels a waiting socket
-  // operation at once; one it cannot cancel completes on its own, and we say so while we wait.
-  // If waiting fails, their CQEs, when they come, still move them (move_on()). What is reaped
-  // is delivered from inside an item that blocks: to everyone.
-  reap_until_zero(w, r.moving, "entering a blocking region, operations moving", [] {});
-  if (io_uring_sq_ready(&r.ring) > 0) io_uring_submit(&r.ring);  // what drain() made for stayers
-  log::debug("io_uring: worker {} blocks: {} socket(s) moved to other rings, {} stay", w.index_,
-             moved, stayed);
-}
-
-void UringEngine::reclaim(WorkerRing& w) noexcept {
-  Ring::State expected = Ring::State::lent;
-  w.ring_.state.compare_exchange_strong(expected, Ring::State::open, std::memory_order_seq_cst);
-}
-
-template <class After>
 void UringEngine::reap_until_zero(WorkerRing& w, const std::size_t& left, const char* what,
-                                  After&& after) noexcept {
+                                  bool finish_queue) noexcept {
   Ring& r = w.ring_;
   const std::size_t k = options().max_batch;
   while (left > 0) {
@@ -302,26 +158,8 @@ void UringEngine::reap_until_zero(WorkerRing& w, const std::size_t& left, const 
     if (n == 0 && e == -ETIME)
       log::warn("io_uring: worker {}'s ring, {}: {} still", w.index_, what, left);
     deliver({w.events_.data(), n});
-    after();
+    if (finish_queue) finish_retired(r);
   }
-}
-
-bool UringEngine::move_on(Ring& r, Operation& op, int result) noexcept {
-  if (result != -ECANCELED) return false;  // it finished before the cancel reached it
-  auto& d = descriptor_of<UringDescriptor>(op);
-  Ring* to;
-  {
-    std::lock_guard guard(d.lock);
-    // Closed or cancelled since (that cancel went to the new ring and found nothing there):
-    // cancelled is its true result.
-    if (d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling())
-      return false;
-    to = &ring_of(d);
-    if (to == &r) return false;
-    to->push(state_of<UringOp>(op).start);  // the slot stays op's
-  }
-  to->kick();  // not notify(): the SubmitBatch around the blocking item may outlast the region
-  return true;
 }
 
 std::size_t UringEngine::wait_in_ring(WorkerRing& w, std::int64_t requested_ns) noexcept {
@@ -468,7 +306,7 @@ void UringEngine::close_ring(WorkerRing& w) noexcept {
     io_uring_sqe_set_data64(sqe, kIgnore);
   }
   // Requests that completions on other workers queue meanwhile are finished after each reap.
-  reap_until_zero(w, r.in_flight, "closing, requests in the kernel", [&] { finish_retired(r); });
+  reap_until_zero(w, r.in_flight, "closing, requests in the kernel", /*finish_queue=*/true);
   // The timer watch goes to a ring still sleeping, if this one held it.
   if (release_timer_watch(w.index_) && timer_queue().size() != 0)  // locked: see wait_in_ring
     hand_over_timer_watch(w.index_ + 1, false);
@@ -547,44 +385,10 @@ void UringEngine::finish_retired(Ring& r) noexcept {
         break;
       }
       case RequestKind::close:
-        refuse_close(*static_cast<UringDescriptor*>(request->owner));
+        close_now(nullptr, *static_cast<UringDescriptor*>(request->owner));
         break;
     }
   }
-}
-
-void UringEngine::refuse_close(UringDescriptor& d) noexcept {
-  Handle fd = kInvalidHandle;
-  bool release = false;
-  Operation* claimed = nullptr;
-  std::vector<Handle> orphans;  // accepted, never taken (close is not a hot path)
-  {
-    std::lock_guard guard(d.lock);
-    d.close_queued = false;
-    claimed = parked(d);
-    if (claimed != nullptr) d.slot[0] = nullptr;
-    // The buffers stay where they are: the ring that lent them is gone (or going).
-    d.chunk_head = d.chunk_tail = ProvidedBuffers::kNone;
-    d.chunk_count = 0;
-    d.has_end = false;
-    orphans.swap(d.accepted);
-    orphans.erase(orphans.begin(), orphans.begin() + static_cast<std::ptrdiff_t>(d.accepted_head));
-    d.accepted_head = 0;
-    if (d.busy == 0 && !d.fd_closed) {
-      d.fd_closed = true;
-      fd = d.fd;
-      release = d.idle();
-    }
-  }
-  if (claimed != nullptr) deliver_claimed(*claimed, -ECANCELED);
-  for (Handle h : orphans)
-    close_handle(h);
-  if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
-  // An SQE still in the kernel that names fd holds its own reference to the file, so the
-  // number may be reused at once: nothing will submit an SQE naming it again.
-  close_handle(fd);
-  if (release) pool_.release(&d);
-  descriptors_.fetch_sub(1, std::memory_order_relaxed);  // after: see close_now()
 }
 
 }  // namespace arbor::io::uring

@@ -1,6 +1,6 @@
-// UringEngine's core: set-up, starting, cancelling and closing operations, the poller's
-// request drain and wait. The design is described in uring_engine.hpp.
-#include "linux/uring_engine.hpp"
+// UringEngine's core: the rings it makes, attaching sockets, starting, cancelling and closing
+// operations, and the poller's drain and reap, the same in every io mode (engine.hpp).
+#include "linux/uring/engine.hpp"
 
 #include <poll.h>
 #include <sys/eventfd.h>
@@ -18,10 +18,6 @@
 
 namespace arbor::io {
 namespace uring {
-
-void Ring::report_submit_error(int e) noexcept {
-  log::error("io_uring submit failed: {}", std::strerror(-e));
-}
 
 void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
   UringOp& state = state_of<UringOp>(op);
@@ -71,21 +67,6 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
       break;
   }
   io_uring_sqe_set_data(sqe, &op);
-}
-
-std::error_code check_ring(io_uring& ring, const io_uring_params& params) noexcept {
-  constexpr unsigned kNeeded = IORING_FEAT_NODROP | IORING_FEAT_EXT_ARG;
-  if ((params.features & kNeeded) != kNeeded)
-    return std::make_error_code(std::errc::function_not_supported);
-  io_uring_probe* probe = io_uring_get_probe_ring(&ring);
-  if (probe == nullptr) return std::make_error_code(std::errc::function_not_supported);
-  bool ok = true;
-  for (int opcode :
-       {IORING_OP_READ, IORING_OP_RECV, IORING_OP_SEND, IORING_OP_SENDMSG, IORING_OP_RECVMSG,
-        IORING_OP_ACCEPT, IORING_OP_CONNECT, IORING_OP_ASYNC_CANCEL})
-    ok = ok && io_uring_opcode_supported(probe, opcode);
-  io_uring_free_probe(probe);
-  return ok ? std::error_code{} : std::make_error_code(std::errc::function_not_supported);
 }
 
 namespace {
@@ -278,38 +259,6 @@ void UringEngine::cancel_parked() noexcept {
   }
 }
 
-void UringEngine::post_wake_read(Ring& r) noexcept {
-  if (r.wake_read_posted) return;
-  io_uring_sqe* sqe = r.get_sqe();
-  io_uring_prep_read(sqe, r.eventfd, &r.eventfd_value, sizeof r.eventfd_value, 0);
-  io_uring_sqe_set_data64(sqe, kWakeRead);
-  r.wake_read_posted = true;
-}
-
-std::size_t UringEngine::wait(int poller, std::int64_t timeout_ns,
-                              std::span<sched::Event> out) noexcept {
-  Ring& r = *rings_[static_cast<std::size_t>(poller)];
-  post_wake_read(r);
-  // Drain requests; announce sleep; drain again if something arrived meanwhile. A look that
-  // will not sleep (a busy worker's) announces nothing: nobody need wake it.
-  for (;;) {
-    drain(r);
-    r.buffers.publish();  // buffers workers gave back, before the kernel needs them
-    if (timeout_ns == 0) break;
-    r.sleeping.store(true, std::memory_order_seq_cst);
-    if (r.incoming.load(std::memory_order_seq_cst) == nullptr) break;
-    r.sleeping.store(false, std::memory_order_relaxed);
-  }
-  io_uring_cqe* cqe = nullptr;
-  __kernel_timespec ts = sync::to_timespec<__kernel_timespec>(timeout_ns);
-  if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
-  const int e =
-      io_uring_submit_and_wait_timeout(&r.ring, &cqe, 1, timeout_ns >= 0 ? &ts : nullptr, nullptr);
-  r.sleeping.store(false, std::memory_order_relaxed);
-  if (wait_failed(e)) log::error("io_uring wait failed: {}", std::strerror(-e));
-  return reap_cqes(r, out);
-}
-
 std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcept {
   io_uring_cqe* cqes[512];
   const unsigned max = static_cast<unsigned>(std::min<std::size_t>(out.size(), std::size(cqes)));
@@ -341,113 +290,6 @@ std::size_t UringEngine::reap_cqes(Ring& r, std::span<sched::Event> out) noexcep
   io_uring_cq_advance(&r.ring, n);
   r.buffers.publish();
   return count;
-}
-
-namespace {
-
-struct RingSetup {
-  unsigned flags;
-  const char* name;
-};
-// A dedicated poller's ring, preferred first: owned by one thread (single-issuer, enabled by
-// that thread when it starts polling) with its completion work deferred to its waits; then
-// progressively older set-ups.
-constexpr RingSetup kPollerSetups[] = {
-    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN, "single-issuer, deferred task work"},
-    {IORING_SETUP_COOP_TASKRUN, "cooperative task work"},
-    {0, "basic"},
-};
-// A worker's own ring (rings mode), preferred first. Single-issuer with deferred task work:
-// completions are worked off only when the owner enters the kernel to reap (no interrupts while
-// it runs items), and TASKRUN_FLAG makes "is anything waiting?" one load of the SQ flags
-// (WorkerRing::pending()). Then cooperative task work, which also spares the owner interrupts,
-// then a basic ring (its CQEs appear in the CQ, which pending() also looks at).
-constexpr RingSetup kWorkerRingSetups[] = {
-    {IORING_SETUP_SINGLE_ISSUER | IORING_SETUP_DEFER_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
-     "single-issuer, deferred task work, taskrun flag"},
-    {IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG, "cooperative task work, taskrun flag"},
-    {0, "basic"},
-};
-
-// Workers mode: the ring is submitted to by whichever worker holds the poll right, so it cannot
-// be single-issuer, and the kernel runs a request's completion work (task work) on the thread
-// that submitted it. Cooperative, because the basic set-up interrupts that thread for it (an IPI
-// and a signal-style return into the kernel: 12.5 % of the server's samples in get_signal,
-// docs/benchmarks.md), while this one lets it wait for the thread's next entry into the kernel:
-// at once if it sleeps interruptibly (the kernel wakes it for the work, as it wakes it for a
-// signal: a worker parked on the futex, or blocked in a BlockingRegion), at its next system call
-// or timer tick if it runs in user space. So a completion for a busy worker's request waits at
-// most a tick, never for its long item to end
-// (WorkerPolling.ACompletionArrivesWhileItsSubmitterSleepsOnAFutex proves the sleeping case).
-// Not TASKRUN_FLAG: the flag is per ring, so with liburing an empty look enters the kernel
-// whenever any worker has work pending, and runs only its own (6-8 % more enters, measured).
-std::span<const RingSetup> ring_setups(IoMode mode) noexcept {
-  switch (mode) {
-    case IoMode::pollers:
-      return kPollerSetups;
-    case IoMode::workers:
-      return std::span(kPollerSetups).subspan(1);
-    case IoMode::rings:
-      break;
-  }
-  return kWorkerRingSetups;
-}
-
-}  // namespace
-
-std::error_code UringEngine::set_up(Ring& r) noexcept {
-  int e = -EINVAL;
-  for (const RingSetup& s : ring_setups(*options().io_mode)) {
-    io_uring_params params{};
-    // A single-issuer ring is made disabled: the thread that will submit to it enables it
-    // (Ring::enable()), and the kernel makes whoever enables it its one issuer.
-    const bool single_issuer = (s.flags & IORING_SETUP_SINGLE_ISSUER) != 0;
-    params.flags = s.flags | IORING_SETUP_CLAMP | (single_issuer ? IORING_SETUP_R_DISABLED : 0u);
-    e = io_uring_queue_init_params(options().ring_entries, &r.ring, &params);
-    if (e < 0) continue;
-    r.initialised = true;
-    r.needs_enable = single_issuer;
-    r.setup_name = s.name;
-    if (auto missing = check_ring(r.ring, params)) return missing;
-    break;
-  }
-  if (e < 0) {
-    log::error("io_uring: ring {} cannot be set up ({})", r.index, std::strerror(-e));
-    return {-e, std::system_category()};
-  }
-  if (options().multishot) {
-    // Buffer rings (5.19) come with multishot accept; multishot receive (6.0) is checked by its
-    // first use (-EINVAL turns it off). Without them no ring runs multishot operations: the
-    // flags are the engine's, since a socket may move from ring to ring (rings mode).
-    if (auto failed = r.buffers.init(r.ring, kBufferCount, kBufferSize)) {
-      log::warn("io_uring: ring {} has no buffer ring ({}); single-shot operations", r.index,
-                failed.message());
-      multishot_accept_.store(false, std::memory_order_relaxed);
-      multishot_receive_.store(false, std::memory_order_relaxed);
-    }
-  }
-  return {};
-}
-
-std::error_code Ring::enable() noexcept {
-  if (!needs_enable) return {};
-  // Raw syscall: Debian's liburing 2.3 declares io_uring_enable_rings() but does not export it.
-  if (::syscall(__NR_io_uring_register, ring.ring_fd, IORING_REGISTER_ENABLE_RINGS, nullptr, 0) < 0)
-    return {errno, std::system_category()};
-  needs_enable = false;
-  return {};
-}
-
-void UringEngine::on_poller_stop(int poller) noexcept {
-  Ring& r = *rings_[static_cast<std::size_t>(poller)];
-  drain(r);  // closes requested before stop() close their descriptors now
-  io_uring_submit(&r.ring);
-}
-
-void UringEngine::on_poller_start(int poller) noexcept {
-  // This poller thread becomes the ring's one issuer (single-issuer set-up).
-  if (auto failed = rings_[static_cast<std::size_t>(poller)]->enable())
-    log::error("io_uring: enabling the ring failed: {}", failed.message());
 }
 
 bool UringEngine::admit_start(UringDescriptor& d, Operation& op) const noexcept {
@@ -559,7 +401,7 @@ void UringEngine::drain(Ring& r) noexcept {
         if (moved != nullptr) {
           moved->kick();
         } else {
-          close_now(r, d);
+          close_now(&r, d);
         }
         break;
       }
@@ -579,8 +421,8 @@ void UringEngine::finish_refused(Operation& op) noexcept {
   deliver({&event, 1});
 }
 
-void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
-  Operation* pending[2];
+void UringEngine::close_now(Ring* r, UringDescriptor& d) noexcept {
+  Operation* pending[2] = {nullptr, nullptr};
   Handle fd = kInvalidHandle;
   bool release = false;
   Operation* claimed = nullptr;
@@ -590,15 +432,17 @@ void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
     d.close_queued = false;
     claimed = parked(d);
     if (claimed != nullptr) d.slot[0] = nullptr;
-    pending[0] = d.slot[0];
-    pending[1] = d.slot[1];
-    if (d.multishot_armed && !d.throttled) stop_multishot(r, d);
-    while (d.chunk_head != ProvidedBuffers::kNone) {
-      const std::uint16_t id = d.chunk_head;
-      d.chunk_head = chunk_buffers(d).next(id);
-      return_chunk(&r, d, id);
-    }
-    d.chunk_tail = ProvidedBuffers::kNone;
+    if (r != nullptr) {
+      pending[0] = d.slot[0];
+      pending[1] = d.slot[1];
+      if (d.multishot_armed && !d.throttled) stop_multishot(*r, d);
+      for (std::uint16_t id = d.chunk_head; id != ProvidedBuffers::kNone;) {
+        const std::uint16_t next = chunk_buffers(d).next(id);
+        return_chunk(r, d, id);
+        id = next;
+      }
+    }  // else the buffers stay where they are: the ring that lent them is gone (or going)
+    d.chunk_head = d.chunk_tail = ProvidedBuffers::kNone;
     d.chunk_count = 0;
     d.has_end = false;
     orphans.swap(d.accepted);
@@ -615,12 +459,15 @@ void UringEngine::close_now(Ring& r, UringDescriptor& d) noexcept {
     close_handle(h);
   for (Operation* op : pending) {
     if (op == nullptr) continue;
-    io_uring_sqe* sqe = r.get_sqe();
+    io_uring_sqe* sqe = r->get_sqe();
     io_uring_prep_cancel(sqe, op, 0);
     io_uring_sqe_set_data64(sqe, kIgnore);
   }
   if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
-  io_uring_submit(&r.ring);          // every SQE naming fd reaches the kernel before close(2)
+  // Every SQE naming fd reaches the kernel before close(2). An SQE already in the kernel holds
+  // its own reference to the file, so the number may be reused at once (a retired ring: nothing
+  // will submit an SQE naming it again).
+  if (r != nullptr) io_uring_submit(&r->ring);
   close_handle(fd);
   if (release) pool_.release(&d);
   // Counted after the release: once counters() shows the socket gone, its descriptor (if it
