@@ -706,6 +706,10 @@ bool Scheduler::poll_driver() noexcept {
   return poll_without_waiting(*w, /*inside_item=*/true);
 }
 
+void Scheduler::before_yield() noexcept {
+  if (per_worker_) poll_driver();
+}
+
 void Scheduler::unpark_driver() noexcept {
   // Counted in unparkers_ before reading driver_, so detach_driver() (which clears driver_ and
   // then waits for unparkers_ to drain) cannot let the driver go while we call it.

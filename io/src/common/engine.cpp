@@ -139,6 +139,20 @@ Result<EngineOptions> EngineOptions::from_env() {
   return from_env(EngineOptions{});
 }
 
+namespace {
+// The one place an io mode is decided: the one the options name, else the engine's own default
+// (its table entry, chosen by the figures in docs/benchmarks.md), as far as the scheduler
+// allows: rings need workers that park per worker, and such workers cannot share one driver
+// (workers mode), so there an engine without rings runs a poller thread. `per_worker`: the
+// scheduler's per_worker_parking, or nullopt before there is one (a Runtime asks what to build).
+IoMode decide_io_mode(const EngineEntry& e, const EngineOptions& o,
+                      std::optional<bool> per_worker) noexcept {
+  if (o.io_mode) return *o.io_mode;
+  if (!per_worker || *per_worker == (e.io_mode == IoMode::rings)) return e.io_mode;
+  return *per_worker ? IoMode::pollers : IoMode::workers;
+}
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, EngineOptions options) {
   if (!known(options.kind)) {
     log::error("unknown engine '{}': expected {}", options.kind, known_names());
@@ -148,17 +162,9 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
     log::error("invalid engine options (pollers 1..64, max_batch and max_tree 1..4096)");
     return ec;
   }
-  // Each engine runs in its own default io mode unless the options name one, or the scheduler
-  // cannot drive it: rings need workers that park per worker, and such workers cannot share
-  // one driver (workers mode), so there an engine without rings runs a poller thread.
   const auto create_engine = [&](const EngineEntry& e) {
     EngineOptions o = options;
-    if (!o.io_mode) {
-      const bool per_worker = scheduler.per_worker_parking();
-      o.io_mode = e.io_mode;
-      if (per_worker != (e.io_mode == IoMode::rings))
-        o.io_mode = per_worker ? IoMode::pollers : IoMode::workers;
-    }
+    o.io_mode = decide_io_mode(e, options, scheduler.per_worker_parking());
     return e.create(scheduler, o, true);
   };
   if (options.kind != "auto") return create_engine(*find_engine(options.kind));
@@ -184,13 +190,14 @@ Result<std::unique_ptr<Engine>> Engine::create(sched::Scheduler& scheduler, Engi
 
 IoMode Engine::default_io_mode(const EngineOptions& options) {
   if (options.io_mode) return *options.io_mode;
+  const EngineEntry* chosen = nullptr;
   if (options.kind != "auto") {
-    const EngineEntry* e = find_engine(options.kind);
-    return e != nullptr ? e->io_mode : IoMode::workers;
+    chosen = find_engine(options.kind);
+  } else {
+    for (const EngineEntry* e : engine_table())
+      if (chosen == nullptr && !e->probe()) chosen = e;
   }
-  for (const EngineEntry* e : engine_table())
-    if (!e->probe()) return e->io_mode;
-  return IoMode::workers;
+  return chosen != nullptr ? decide_io_mode(*chosen, options, std::nullopt) : IoMode::workers;
 }
 
 std::vector<std::string> Engine::names() {

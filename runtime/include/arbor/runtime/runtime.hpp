@@ -165,11 +165,8 @@ struct yield {
     // Nothing to yield to once the scheduler stops: continue at once.
     if (rt == nullptr || rt->scheduler().stopping()) return false;
     handle = h;
-    // With a ring per worker nobody else reaps this worker's ring, so a task yielding in a loop
-    // would hold its completions until the worker's periodic look (every 61st item): look first
-    // (loads only, unless something is there), as Tokio's yield_now waits for a driver poll.
-    // Test: UringRingsRuntime.AYieldLoopLetsTheWorkersOwnIoComplete.
-    if (rt->scheduler().per_worker_parking()) rt->scheduler().poll_driver();
+    // Completions only this worker may reap go first (the scheduler knows which those are).
+    rt->scheduler().before_yield();
     // Queued or, if stop() began since the check, dropped: run() then has resumed us already,
     // inside this call. Either way we are no longer ours to resume, so stay suspended.
     rt->scheduler().submit(item, /*prefer_local=*/false);

@@ -113,6 +113,13 @@ class Scheduler {
   /// driver, or the right is taken). For an engine that wants its queued submissions made now.
   /// With per_worker_parking: looks into the calling worker's own driver, if it has one.
   bool poll_driver() noexcept;
+  /// On a worker, from a task about to yield: with per_worker_parking nobody else reaps this
+  /// worker's own driver, so a task yielding in a loop would hold its completions until the
+  /// worker's periodic look (every kPollInterval items). So it looks first (a load or two
+  /// unless something is there), as Tokio's yield_now waits for a driver poll
+  /// (UringRingsRuntime.AYieldLoopLetsTheWorkersOwnIoComplete). With one shared driver it does
+  /// nothing: whoever holds the poll right watches it. Elsewhere it does nothing.
+  void before_yield() noexcept;
 
   /// With per_worker_parking: each worker opens its driver from `drivers` on its own thread at
   /// its next pass through its loop (sleepers are woken for it) and from then on parks in it,
