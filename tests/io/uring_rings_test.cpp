@@ -991,9 +991,13 @@ struct LongReceive : Operation {
   }
 };
 
+// No spare by default: these tests move sockets between the workers' own rings and follow them
+// (a spare that a region starts has a ring too, and sockets may move to it; the runtime's
+// BlockingRegionTest covers spares).
 struct ScheduledRings {
-  explicit ScheduledRings(int workers, EngineOptions o = {})
-      : scheduler(sched::SchedulerOptions{.workers = workers, .per_worker_parking = true}) {
+  explicit ScheduledRings(int workers, EngineOptions o = {}, int spares = 0)
+      : scheduler(sched::SchedulerOptions{
+            .workers = workers, .max_spare_workers = spares, .per_worker_parking = true}) {
     o.kind = "uring";
     o.io_mode = IoMode::rings;
     auto e = Engine::create(scheduler, o);
