@@ -12,13 +12,19 @@
 //
 // With a driver per worker (SchedulerOptions::per_worker_parking: io_uring with a ring per
 // worker) nobody else may reap the worker's own driver, so the region hands it over as it
-// begins: what has completed is handed to everyone, and the driver moves what it still watches
-// to the other workers' drivers (WorkerDriver::before_blocking(); io_uring's rings move their
+// begins: what has completed is handed to everyone, a sleeper is woken or a spare started (and
+// then waited for until its own driver is open: a spare has one too, so even with every worker
+// blocked someone watches the IO and the timers), and the driver moves what it still watches to
+// the other workers' drivers (WorkerDriver::before_blocking(); io_uring's rings move their
 // sockets, cancelling and restarting their pending operations there:
-// UringRingsRuntime.ReadsCompleteWhileATaskBlocksItsWorkerInARegion). Entering costs time in
-// proportion to what the driver has pending. What cannot move waits for the region's end, as
-// it waits for any long item's (SchedulerWorkerDrivers.ACompletionArrivingDuringABlockingRegion-
-// RunsAfterIt): with one worker there is no other driver; a connect in progress stays.
+// UringRingsRuntime.ReadsCompleteWhileATaskBlocksItsWorkerInARegion,
+// BlockingRegionTest.ATimerFiresWhileTheOnlyWorkerBlocksInARegion). Entering costs time in
+// proportion to what the driver has pending, plus a thread's start the first time a spare is
+// needed. What cannot move waits for the region's end, as it waits for any long item's
+// (SchedulerWorkerDrivers.ACompletionArrivingDuringABlockingRegionRunsAfterIt): a connect in
+// progress; and everything when no other driver is open, i.e. every worker and every allowed
+// spare blocks (max_spare_workers = 0 with one worker, say). Even then no new socket is given
+// to a blocked worker's driver (BlockingRegionTest.WithNoSpareNewSocketsAvoidABlockedWorker).
 #pragma once
 
 #include "arbor/sched/scheduler.hpp"
