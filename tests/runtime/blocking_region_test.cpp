@@ -279,6 +279,39 @@ TEST_P(BlockingRegionTest, ASpareWhoseRingFailedOnceWatchesTimersOnceDescriptors
   EXPECT_TRUE(rt->block_on(block_until(in, slept))) << "the timer waited for the region's end";
   sleeper.join_blocking();
 }
+
+// Spares are started only for blocking regions, and a spare's ring is set up only when one
+// starts: a scheduler allowed many spares (Tokio allows 512 blocking threads by default) must
+// not pay descriptors for them up front. Here 64 descriptors are left and 256 spares allowed;
+// the runtime must come up and run a task. On rings every allowed spare's ring got an eventfd at
+// Engine::create(): 257 of them, EMFILE, and create() failed (before spares had rings it made 1).
+TEST_P(BlockingRegionTest, ManyAllowedSparesCostNoDescriptorsUntilTheyStart) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free + 64);
+  ASSERT_LE(low.rlim_cur, saved.rlim_cur);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::unique_ptr<Runtime> rt;
+  {
+    RuntimeOptions o;
+    o.engine = test::engine_options(GetParam());
+    o.scheduler = test::scheduler_options(GetParam());
+    o.scheduler.workers = 1;
+    o.scheduler.max_spare_workers = 256;
+    auto created = Runtime::create(o);
+    EXPECT_TRUE(created) << created.error().message();
+    if (created) rt = std::move(*created);
+  }
+  if (rt) {
+    EXPECT_EQ(rt->block_on([]() -> Task<int> { co_return 7; }()), 7);
+  }
+  rt.reset();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
 #endif
 
 INSTANTIATE_TEST_SUITE_P(Engines, BlockingRegionTest, ::testing::ValuesIn(test::engine_variants()),
