@@ -13,6 +13,11 @@
 
 #include <gtest/gtest.h>
 
+#if defined(__linux__)
+#include <sys/resource.h>
+#include <unistd.h>
+#endif
+
 #include <chrono>
 #include <cstdint>
 #include <string>
@@ -216,6 +221,98 @@ TEST_P(BlockingRegionTest, APausedClockDoesNotJumpPastAPendingCompletion) {
   };
   EXPECT_EQ(rt->block_on(body(*rt)), "ok");
 }
+
+#if defined(__linux__)
+// While alive, no new descriptor can be made (RLIMIT_NOFILE lowered to the lowest free number,
+// the holes below it filled); the destructor gives everything back.
+class NoDescriptorsLeft {
+ public:
+  NoDescriptorsLeft() {
+    ok_ = ::getrlimit(RLIMIT_NOFILE, &saved_) == 0;
+    if (!ok_) return;
+    int highest = -1;
+    for (int fd = ::dup(0); fd >= 0; fd = ::dup(0)) {  // fills every hole up to the limit...
+      filler_.push_back(fd);
+      highest = std::max(highest, fd);
+      if (filler_.size() > 64) break;  // ...or the first 64 free numbers
+    }
+    rlimit low = saved_;
+    low.rlim_cur = static_cast<rlim_t>(highest + 1);
+    ok_ = highest >= 0 && ::setrlimit(RLIMIT_NOFILE, &low) == 0;
+    // Everything below the limit is taken now: the next descriptor fails with EMFILE.
+    const int probe = ::dup(0);
+    if (probe >= 0) {
+      ::close(probe);
+      ok_ = false;
+    }
+  }
+  ~NoDescriptorsLeft() {
+    for (int fd : filler_)
+      ::close(fd);
+    ::setrlimit(RLIMIT_NOFILE, &saved_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  std::vector<int> filler_;
+  bool ok_ = false;
+};
+
+// A region entered while no descriptor can be made (a transient EMFILE, as a busy server meets)
+// starts a spare whose ring cannot be set up. Once descriptors are free again, a later region
+// must keep the timers' promise as any region does: the spare is still the only other worker
+// (spares never exit), so it must watch them. On rings the failed spare's ring was retired for
+// good and the spare parks on a futex with no deadline: the timer waits for the region's end.
+TEST_P(BlockingRegionTest, ASpareWhoseRingFailedOnceWatchesTimersOnceDescriptorsAreBack) {
+  auto rt = make_runtime(GetParam(), 1, /*spares=*/1);
+  ASSERT_TRUE(rt);
+  {
+    NoDescriptorsLeft exhausted;
+    ASSERT_TRUE(exhausted.ok());
+    Countdown in(1), release(0);
+    EXPECT_TRUE(rt->block_on(block_until(in, release)));  // starts the spare, released at once
+  }
+  ASSERT_EQ(rt->scheduler().counters().spare_workers, 1u);
+  Countdown in(1), slept(1);
+  auto sleeper = rt->spawn(sleep_after(in, slept));
+  EXPECT_TRUE(rt->block_on(block_until(in, slept))) << "the timer waited for the region's end";
+  sleeper.join_blocking();
+}
+
+// Spares are started only for blocking regions, and a spare's ring is set up only when one
+// starts: a scheduler allowed many spares (Tokio allows 512 blocking threads by default) must
+// not pay descriptors for them up front. Here 64 descriptors are left and 256 spares allowed;
+// the runtime must come up and run a task. On rings every allowed spare's ring got an eventfd at
+// Engine::create(): 257 of them, EMFILE, and create() failed (before spares had rings it made 1).
+TEST_P(BlockingRegionTest, ManyAllowedSparesCostNoDescriptorsUntilTheyStart) {
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  const int lowest_free = ::dup(0);
+  ASSERT_GE(lowest_free, 0);
+  ::close(lowest_free);
+  rlimit low = saved;
+  low.rlim_cur = static_cast<rlim_t>(lowest_free + 64);
+  ASSERT_LE(low.rlim_cur, saved.rlim_cur);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &low), 0);
+  std::unique_ptr<Runtime> rt;
+  {
+    RuntimeOptions o;
+    o.engine = test::engine_options(GetParam());
+    o.scheduler = test::scheduler_options(GetParam());
+    o.scheduler.workers = 1;
+    o.scheduler.max_spare_workers = 256;
+    auto created = Runtime::create(o);
+    EXPECT_TRUE(created) << created.error().message();
+    if (created) rt = std::move(*created);
+  }
+  if (rt) {
+    EXPECT_EQ(rt->block_on([]() -> Task<int> { co_return 7; }()), 7);
+  }
+  rt.reset();
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &saved), 0);
+}
+#endif
 
 INSTANTIATE_TEST_SUITE_P(Engines, BlockingRegionTest, ::testing::ValuesIn(test::engine_variants()),
                          test::engine_name);

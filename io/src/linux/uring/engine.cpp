@@ -94,8 +94,6 @@ std::error_code UringEngine::init(bool attach) {
     // returns, and with the poll right held.
     if (options().io_mode == IoMode::workers && !options().inline_completions)
       r->polled_by = &scheduler();
-    r->eventfd = ::eventfd(0, EFD_CLOEXEC);
-    if (r->eventfd < 0) return {errno, std::system_category()};
     // Rings mode: a worker's ring is made here, enabled by its worker (open_ring()); until
     // then requests wait in its queue. A spare's is made by the spare itself, if one ever
     // starts. Made here, running out of descriptors or memory fails Engine::create() rather

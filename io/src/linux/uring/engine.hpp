@@ -167,7 +167,7 @@ class UringEngine final : public Engine {
   UringEngine(sched::Scheduler& scheduler, const EngineOptions& options);
   ~UringEngine() override;
   /// Sets up the rings (probing features, falling back as the file comment says) and starts
-  /// the pollers. Rings mode: makes the rings' queues and eventfds (each ring itself is set up
+  /// the pollers. Rings mode: makes the rings' queues and the workers' rings (a spare's is set up
   /// by its worker's open()); `attach`: hands the WorkerRings to the scheduler (tests drive
   /// them from threads of their own instead).
   std::error_code init(bool attach = true);

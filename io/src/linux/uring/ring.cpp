@@ -3,6 +3,7 @@
 // has the request queue's invariants.
 #include "linux/uring/ring.hpp"
 
+#include <sys/eventfd.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -96,6 +97,17 @@ void UringEngine::post_wake_read(Ring& r) noexcept {
 }
 
 std::error_code UringEngine::set_up(Ring& r) noexcept {
+  // Made with the ring, not at init(): a spare's ring (and so its eventfd) is made only if the
+  // spare starts, so allowed spares cost no descriptor up front
+  // (BlockingRegionTest.ManyAllowedSparesCostNoDescriptorsUntilTheyStart).
+  if (r.eventfd < 0) {
+    r.eventfd = ::eventfd(0, EFD_CLOEXEC);
+    if (r.eventfd < 0) {
+      const int error = errno;
+      log::error("io_uring: ring {}'s eventfd cannot be made ({})", r.index, std::strerror(error));
+      return {error, std::system_category()};
+    }
+  }
   int e = -EINVAL;
   for (const RingSetup& s : ring_setups(*options().io_mode)) {
     io_uring_params params{};

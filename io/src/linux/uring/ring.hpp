@@ -64,7 +64,6 @@ inline bool wait_failed(int e) noexcept {
 struct Ring {
   // --- Set before any other thread sees the ring (UringEngine::init()), read-only after. -----
   int index = 0;  // in the engine's rings_
-  int eventfd = -1;
   // Rings mode: a spare worker's ring, set up by the spare when it first opens it (spares start
   // only for blocking regions); until then no socket is placed on it.
   bool spare = false;
@@ -77,6 +76,9 @@ struct Ring {
   // `state` becomes open); other threads read the kernel's shared flags and queue heads of an
   // open ring only (UringEngine::completions_ready()), and the ring is exited by ~Ring alone. -
   io_uring ring{};
+  // Made by set_up() with the ring. Other threads write to it only once they saw the owner
+  // announce sleep (`sleeping`, below), which it does only after the ring is open.
+  int eventfd = -1;
   bool initialised = false;
   bool needs_enable = false;    // made disabled (single-issuer): enable() on the submitting thread
   const char* setup_name = "";  // the set-up found, for the logs
