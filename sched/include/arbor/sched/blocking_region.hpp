@@ -12,13 +12,15 @@
 //
 // With a driver per worker (SchedulerOptions::per_worker_parking: io_uring with a ring per
 // worker) nobody else may reap the worker's own driver, so the region hands it over as it
-// begins: what has completed is handed to everyone, and the driver moves what it still watches
-// to the other workers' drivers (WorkerDriver::before_blocking(); io_uring's rings move their
-// sockets, cancelling and restarting their pending operations there:
+// begins: what has completed is handed to everyone, a sleeper is woken or a spare started (and
+// its first pass, which opens its driver, waited for), and then the driver moves what it still
+// watches to the other workers' drivers (WorkerDriver::before_blocking(); io_uring's rings move
+// their sockets, cancelling and restarting their pending operations there:
 // UringRingsRuntime.ReadsCompleteWhileATaskBlocksItsWorkerInARegion). Entering costs time in
 // proportion to what the driver has pending. What cannot move waits for the region's end, as
 // it waits for any long item's (SchedulerWorkerDrivers.ACompletionArrivingDuringABlockingRegion-
-// RunsAfterIt): with one worker there is no other driver; a connect in progress stays.
+// RunsAfterIt): with every other worker blocked and no spare to start there is no other driver;
+// a connect in progress stays.
 #pragma once
 
 #include "arbor/sched/scheduler.hpp"
