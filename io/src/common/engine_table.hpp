@@ -32,7 +32,8 @@ struct EngineEntry {
 std::span<const EngineEntry* const> engine_table() noexcept;
 /// The entry called `name`, or nullptr.
 const EngineEntry* find_engine(std::string_view name) noexcept;
-/// For a backend's start-up line: "polled by the workers" or "N poller thread(s)".
+/// For a backend's start-up line: "polled by the workers", "N poller thread(s)" or "a ring per
+/// worker".
 std::string describe_polling(const EngineOptions& options);
 
 // The backends' entries (each defined in its backend's file).

@@ -199,7 +199,8 @@ class EpollEngine final : public Engine {
   void cancel_parked() noexcept override {
     // Collect under the pool's lock, complete after it: a completion may run in place (inline
     // mode, or a pool that cannot grow) and close its socket, which takes that lock again.
-    // The chain runs through start_link, which epoll operations do not otherwise use.
+    // The chain runs through EpollOp::next, a link in each operation's engine state kept for
+    // this chain alone.
     Operation* chain = nullptr;
     descriptors_pool_.for_each([&chain](Descriptor& d) {
       std::lock_guard guard(d.lock);

@@ -72,7 +72,7 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
 namespace {
 // Rings mode has a ring per worker slot, spares included: a spare, started when every worker
 // blocks in a region, is the ring the blocked ones lend their sockets to, and watches the
-// timers (uring_rings.cpp). `options`: the engine's, whose io mode the Engine base filled in.
+// timers (ring_per_worker.cpp). `options`: the engine's, whose io mode the Engine base filled in.
 std::size_t ring_count(sched::Scheduler& scheduler, const EngineOptions& options) {
   if (options.io_mode == IoMode::rings) return static_cast<std::size_t>(scheduler.max_workers());
   return static_cast<std::size_t>(options.io_mode == IoMode::pollers ? options.pollers : 1);
@@ -514,10 +514,10 @@ Result<std::unique_ptr<Engine>> create(sched::Scheduler& scheduler, const Engine
   return std::unique_ptr<Engine>(std::move(engine));
 }
 
-// A ring of the default size with no special set-up, checked the way setup() checks every ring
+// A ring of the default size with no special set-up, checked the way set_up() checks every ring
 // (the default size, so a kernel that charges ring memory to a small memlock limit fails here
 // as create() would). A kernel that passes this but rejects the preferred set-up flags still
-// gets a ring: setup() falls back through older set-ups.
+// gets a ring: set_up() falls back through older set-ups.
 std::error_code probe() noexcept {
   io_uring ring{};
   io_uring_params params{};

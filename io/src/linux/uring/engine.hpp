@@ -209,7 +209,7 @@ class UringEngine final : public Engine {
   friend class WorkerRing;
   friend class WorkerRings;
 
-  // --- core (uring_engine.cpp) -------------------------------------------------------------
+  // --- core (engine.cpp; set_up() and post_wake_read(): ring.cpp) ------------------------
   // Exact under d.lock (the ring to push the socket's requests to); outside it, a ring with
   // the same set-up as the socket's.
   Ring& ring_of(const Descriptor& d) noexcept {
@@ -295,11 +295,11 @@ class UringEngine final : public Engine {
   static void complete_claimed(const sched::Event& event, sched::Disposition) noexcept;
   static void complete_accepted(const sched::Event& event, sched::Disposition) noexcept;
 
-  // --- rings mode (ring_per_worker.cpp) ---------------------------------------------------------
-  // On worker `index`'s thread: set the ring up (single-issuer first), its buffers, its driver.
+  // --- rings mode (ring_per_worker.cpp; placing and lending sockets: ring_lending.cpp) ----
+  // On worker `index`'s thread: enable its ring (a spare's: set it up first), and its driver.
   WorkerRing* open_ring(std::size_t index) noexcept;
-  // On the owner's thread: retire the ring, cancel and reap everything it has in flight,
-  // deliver what that completes, and exit the ring.
+  // On the owner's thread: retire the ring, cancel and reap everything it has in flight, and
+  // deliver what that completes (~Ring exits the ring, with the engine).
   void close_ring(WorkerRing& driver) noexcept;
   // Any thread, the ring retired: finish its queued requests without the kernel (starts and
   // parked readers complete with -ECANCELED, closes close the fd).

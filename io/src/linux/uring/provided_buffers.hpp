@@ -2,10 +2,11 @@
 // that moves its buffers between the kernel, sockets and the poller.
 //
 // A buffer's life: the kernel picks it for a multishot receive and names it in the CQE; the
-// poller appends it to that socket's chunk list (Descriptor::chunks, under the descriptor's
-// lock); whoever consumes the last byte of it gives it back. The poller owns the ring's tail,
-// so only the poller puts buffers back into the ring: a worker that consumes one pushes its id
-// onto `returned` (a lock-free stack), and the poller takes the whole stack before it sleeps.
+// poller appends it to that socket's chunk list (UringDescriptor::chunk_head .. chunk_tail,
+// under the descriptor's lock); whoever consumes the last byte of it gives it back. The poller
+// owns the ring's tail, so only the poller puts buffers back into the ring: anyone else that
+// consumes one pushes its id onto `returned` (a lock-free stack), and the poller takes the
+// whole stack before it sleeps.
 // Taking the whole stack at once (exchange) rather than popping is what makes the plain
 // Treiber push safe without ABA tags.
 //
