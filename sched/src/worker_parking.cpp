@@ -44,7 +44,9 @@ using detail::searching_of;
 using detail::unparked_of;
 
 void Scheduler::park_own(Worker& w) noexcept {
-  sync_own_driver(w);  // never sleep in a driver that is being detached
+  // Never sleep in a driver that is being detached; a worker without one (a spare whose driver
+  // could not be set up, say) asks again, so a failure for a moment is not for good.
+  sync_own_driver(w, /*retry=*/true);
   if (auto* hook = detail::before_park_count_hook.load(std::memory_order_relaxed)) hook();
   {
     std::lock_guard lock(sleepers_mutex_);  // R0
@@ -216,10 +218,10 @@ void Scheduler::dispatch_own(Worker& w, bool inside_item) noexcept {
   w.since_poll = 0;
 }
 
-void Scheduler::sync_own_driver(Worker& w) noexcept {
+void Scheduler::sync_own_driver(Worker& w, bool retry) noexcept {
   // Acquire: an attach stores worker_drivers_ before it bumps the epoch.
   const std::uint64_t epoch = drivers_epoch_.load(std::memory_order_acquire);
-  if (epoch == w.drivers_epoch) return;
+  if (epoch == w.drivers_epoch && !(retry && w.own_driver == nullptr)) return;
   close_own_driver(w);
   w.drivers_epoch = epoch;
   // Counted before the pointer is read, both seq_cst: detach_worker_drivers() clears the

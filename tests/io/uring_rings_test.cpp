@@ -611,6 +611,28 @@ TEST_F(UringRings, OptionExtremes) {
 // (Engine::create returns before the workers' next loop pass) being lost: their requests wait in
 // the rings' queues until the owners open them. And a spare worker (an index past the
 // scheduler's workers) gets no ring: it parks on a futex.
+// Sockets are spread evenly over the rings that take them. The spares' slots (two here, as many
+// as workers by default) take none until a spare starts; their turns went to the ring after
+// them, so ring 0 got three sockets in four.
+TEST_F(UringRings, SocketsSpreadEvenlyOverTheWorkersRingsWhileNoSpareRuns) {
+  start(2);
+  ASSERT_EQ(scheduler_->max_workers(), 4);
+  constexpr int kSockets = 16;
+  Handle peers[kSockets];
+  std::vector<DescriptorRef> sockets;
+  for (Handle& peer : peers) {
+    auto d = attach_pair(peer);
+    ASSERT_TRUE(d);
+    sockets.push_back(*d);
+  }
+  EXPECT_EQ(uring_->ring_sockets(0), kSockets / 2);
+  EXPECT_EQ(uring_->ring_sockets(1), kSockets / 2);
+  for (DescriptorRef d : sockets)
+    engine().close(d);
+  for (Handle p : peers)
+    test::close_peer(p);
+}
+
 TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {
   start(2, {}, /*owners=*/false);
   EXPECT_EQ(uring_->worker_drivers()->open(static_cast<std::size_t>(scheduler_->max_workers())),

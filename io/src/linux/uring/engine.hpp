@@ -336,7 +336,8 @@ class UringEngine final : public Engine {
   std::vector<std::unique_ptr<Ring>> rings_;
   std::vector<std::unique_ptr<WorkerRing>> worker_ring_drivers_;  // rings mode, per ring
   WorkerRings worker_rings_{*this};
-  TimerWatch timer_watch_;  // rings mode: which sleeping ring waits for the timers
+  std::atomic<std::size_t> next_place_{0};  // rings mode: place()'s round-robin
+  TimerWatch timer_watch_;                  // rings mode: which sleeping ring waits for the timers
   // Rings mode with a paused (test) clock: rings between their reap and their dispatch.
   std::atomic<int> rings_in_hand_{0};
   DescriptorPool<UringDescriptor> pool_;

@@ -82,6 +82,7 @@ struct Ring {
   bool initialised = false;
   bool needs_enable = false;    // made disabled (single-issuer): enable() on the submitting thread
   const char* setup_name = "";  // the set-up found, for the logs
+  bool setup_failed_logged = false;  // a spare's: its first failed set-up was logged
   std::uint64_t eventfd_value = 0;
   bool wake_read_posted = false;
   // SQEs prepared whose last CQE has not been reaped yet (a multishot operation counts once,

@@ -117,10 +117,27 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
   Ring& r = *rings_[index];
   if (r.state.load(std::memory_order_acquire) != Ring::State::unopened)
     return nullptr;  // retired: a ring is opened once (its sockets got -ECANCELED since)
-  // A spare's ring is made now, by the spare (init() made the workers' rings). If that fails,
-  // the spare parks on a futex: it takes no socket and no timer watch.
-  std::error_code failed = r.spare ? set_up(r) : std::error_code{};
-  if (!failed && !r.initialised) failed = std::make_error_code(std::errc::bad_file_descriptor);
+  // A spare's ring is made now, by the spare (init() made the workers' rings). If that fails
+  // (descriptors or memory short, maybe for a moment), the ring stays unopened, so it takes no
+  // socket and is never lent to, and the spare parks on a futex and tries again each time it
+  // parks (Scheduler::park_own()): a spare that failed once still watches the timers later
+  // (BlockingRegionTest.ASpareWhoseRingFailedOnceWatchesTimersOnceDescriptorsAreBack).
+  if (r.spare) {
+    if (auto e = set_up(r)) {
+      if (r.initialised) io_uring_queue_exit(&r.ring);
+      r.initialised = false;
+      if (!r.setup_failed_logged) {
+        r.setup_failed_logged = true;
+        log::warn(
+            "io_uring: spare worker {}'s ring cannot be set up ({}); it parks on a futex and "
+            "tries again whenever it parks",
+            index, e.message());
+      }
+      return nullptr;
+    }
+  }
+  std::error_code failed;
+  if (!r.initialised) failed = std::make_error_code(std::errc::bad_file_descriptor);
   if (!failed) failed = r.enable();  // this worker becomes its one issuer
   Ring::State expected = Ring::State::unopened;
   if (failed ||

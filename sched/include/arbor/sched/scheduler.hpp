@@ -178,7 +178,9 @@ class Scheduler {
   void count_in(Worker& w, bool may_search) noexcept;
   bool look_into_own_driver(Worker& w, bool inside_item) noexcept;
   void dispatch_own(Worker& w, bool inside_item) noexcept;
-  void sync_own_driver(Worker& w) noexcept;
+  // Opens (or closes) the worker's driver after an attach (detach); with `retry`, also asks
+  // again for one if it has none (on its way to park: an open may fail for a moment).
+  void sync_own_driver(Worker& w, bool retry = false) noexcept;
   void close_own_driver(Worker& w) noexcept;
   void enter_blocking() noexcept;
   void leave_blocking() noexcept;

@@ -47,7 +47,8 @@ class WorkerDriver {
 class WorkerDrivers {
  public:
   /// On worker `worker`'s thread (0 <= worker < the scheduler's workers + spares), before it
-  /// waits in the driver for the first time. nullptr: this worker parks on a futex instead.
+  /// waits in the driver for the first time. nullptr: this worker parks on a futex instead,
+  /// and asks again each time it parks (a driver may fail to open for a moment).
   virtual WorkerDriver* open(std::size_t worker) noexcept = 0;
   /// On the same thread, once it will not use `driver` again (the drivers are being detached,
   /// or the worker is exiting). Whatever the driver still holds is the driver's to finish.
