@@ -312,20 +312,17 @@ bool UringEngine::queue_close_if_due(Ring& ring, UringDescriptor& d) noexcept {
 }
 
 void UringEngine::drain(Ring& r) noexcept {
-  Request* fifo = r.take_in_order(std::memory_order_acquire);
-  while (fifo != nullptr) {
-    Request* request = fifo;
-    fifo = fifo->next;
-    switch (request->kind) {
+  r.take_each(std::memory_order_acquire, [&](Request& request) {
+    switch (request.kind) {
       case RequestKind::start: {
-        auto* op = static_cast<Operation*>(request->owner);
+        auto* op = static_cast<Operation*>(request.owner);
         auto& d = descriptor_of<UringDescriptor>(*op);
         bool refuse;
         Ring* moved;
         {
           std::lock_guard guard(d.lock);
           refuse = d.closed || op->cancel_requested.load(std::memory_order_relaxed) || cancelling();
-          moved = refuse ? nullptr : forward(r, d, *request);
+          moved = refuse ? nullptr : forward(r, d, request);
         }
         if (moved != nullptr) {
           moved->kick();
@@ -338,8 +335,8 @@ void UringEngine::drain(Ring& r) noexcept {
       }
       case RequestKind::cancel_read:
       case RequestKind::cancel_write: {
-        const int side = request->kind == RequestKind::cancel_read ? 0 : 1;
-        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        const int side = request.kind == RequestKind::cancel_read ? 0 : 1;
+        auto& d = *static_cast<UringDescriptor*>(request.owner);
         Operation* target = nullptr;
         bool claimed = false;
         Ring* moved;
@@ -350,7 +347,7 @@ void UringEngine::drain(Ring& r) noexcept {
           // about the target is read here, under the lock: once it is unlocked, a pending
           // operation may complete and its memory become the next operation.
           std::lock_guard guard(d.lock);
-          moved = forward(r, d, *request);  // cancel_queued stays set: it is queued there
+          moved = forward(r, d, request);  // cancel_queued stays set: it is queued there
           if (moved == nullptr) {
             d.cancel_queued[side] = false;
             target = d.slot[side];
@@ -374,11 +371,11 @@ void UringEngine::drain(Ring& r) noexcept {
         break;
       }
       case RequestKind::arm: {
-        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        auto& d = *static_cast<UringDescriptor*>(request.owner);
         Ring* moved;
         {
           std::lock_guard guard(d.lock);
-          moved = forward(r, d, *request);  // arm_queued stays set: it is queued there
+          moved = forward(r, d, request);  // arm_queued stays set: it is queued there
           if (moved == nullptr) {
             d.arm_queued = false;
             if (!d.closed && !d.multishot_armed) arm(r, d);
@@ -390,11 +387,11 @@ void UringEngine::drain(Ring& r) noexcept {
       case RequestKind::close: {
         // A closed socket is never moved (lend() skips it), so its close is always here; kept
         // general all the same.
-        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        auto& d = *static_cast<UringDescriptor*>(request.owner);
         Ring* moved;
         {
           std::lock_guard guard(d.lock);
-          moved = forward(r, d, *request);
+          moved = forward(r, d, request);
         }
         if (moved != nullptr) {
           moved->kick();
@@ -404,7 +401,7 @@ void UringEngine::drain(Ring& r) noexcept {
         break;
       }
     }
-  }
+  });
 }
 
 Ring* UringEngine::forward(Ring& r, UringDescriptor& d, Request& request) noexcept {

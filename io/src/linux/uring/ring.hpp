@@ -138,6 +138,16 @@ struct Ring {
     return fifo;
   }
 
+  /// Takes every queued request and hands each to `handle`, oldest first.
+  template <class Handler>
+  void take_each(std::memory_order order, Handler&& handle) noexcept {
+    for (Request* fifo = take_in_order(order); fifo != nullptr;) {
+      Request& request = *fifo;
+      fifo = fifo->next;  // before handle(): it may push the request again (to another ring)
+      handle(request);
+    }
+  }
+
   /// Pushes a request; returns true if the stack was empty (the poller may need waking).
   bool push(Request& request) noexcept {
     Request* head = incoming.load(std::memory_order_relaxed);

@@ -366,13 +366,10 @@ void UringEngine::on_drivers_detached() noexcept {
 
 void UringEngine::finish_retired(Ring& r) noexcept {
   // seq_cst: the other half of kick()'s pair (see there).
-  Request* fifo = r.take_in_order(std::memory_order_seq_cst);
-  while (fifo != nullptr) {
-    Request* request = fifo;
-    fifo = fifo->next;
-    switch (request->kind) {
+  r.take_each(std::memory_order_seq_cst, [&](Request& request) {
+    switch (request.kind) {
       case RequestKind::start:
-        finish_refused(*static_cast<Operation*>(request->owner));
+        finish_refused(*static_cast<Operation*>(request.owner));
         break;
       case RequestKind::cancel_read:
       case RequestKind::cancel_write:
@@ -380,16 +377,16 @@ void UringEngine::finish_retired(Ring& r) noexcept {
         // A reader parked for a multishot operation that will not run (arm) or that it asked
         // to leave (cancel) completes now; one with an SQE in flight completes when the owner's
         // close cancels it.
-        auto& d = *static_cast<UringDescriptor*>(request->owner);
+        auto& d = *static_cast<UringDescriptor*>(request.owner);
         Operation* claimed = nullptr;
         {
           std::lock_guard guard(d.lock);
           Operation* op = parked(d);
-          if (request->kind == RequestKind::arm) {
+          if (request.kind == RequestKind::arm) {
             d.arm_queued = false;
             if (d.multishot_armed) op = nullptr;
           } else {
-            const int side = request->kind == RequestKind::cancel_read ? 0 : 1;
+            const int side = request.kind == RequestKind::cancel_read ? 0 : 1;
             d.cancel_queued[side] = false;
             if (side != 0 ||
                 (op != nullptr && !op->cancel_requested.load(std::memory_order_relaxed)))
@@ -402,10 +399,10 @@ void UringEngine::finish_retired(Ring& r) noexcept {
         break;
       }
       case RequestKind::close:
-        close_now(nullptr, *static_cast<UringDescriptor*>(request->owner));
+        close_now(nullptr, *static_cast<UringDescriptor*>(request.owner));
         break;
     }
-  }
+  });
 }
 
 }  // namespace arbor::io::uring
