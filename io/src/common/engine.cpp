@@ -10,7 +10,7 @@
 #include <limits>
 #include <string_view>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/event_tree.hpp"
 #include "common/descriptor.hpp"

@@ -16,8 +16,8 @@
 
 #include <cerrno>
 
+#include "arbor/internal/log.hpp"
 #include "arbor/io/engine.hpp"
-#include "arbor/io/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "common/descriptor.hpp"

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "common/engine_table.hpp"
 #include "posix/socket_calls.hpp"
