@@ -80,7 +80,7 @@ std::size_t ring_count(sched::Scheduler& scheduler, const EngineOptions& options
 }  // namespace
 
 UringEngine::UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-    : Engine(scheduler, options), rings_(ring_count(scheduler, this->options())) {}
+    : EngineCore(scheduler, options), rings_(ring_count(scheduler, this->options())) {}
 
 std::error_code UringEngine::init(bool attach) {
   const bool rings_mode = options().io_mode == IoMode::rings;
