@@ -1,4 +1,6 @@
-# arbor_find_spdlog(): makes target spdlog::spdlog available to io/, the one layer that links it.
+# arbor_find_spdlog(): makes target spdlog::spdlog available to the whole build (called from the
+# top-level CMakeLists.txt): to arbor's logging facade (log/) and the layers that log through it,
+# and to the example HTTP server, which logs through spdlog itself.
 #
 # Native builds (and cross builds whose sysroot has a spdlog package) use the compiled spdlog
 # that find_package finds. Debian has no mingw-w64 build of spdlog or of fmt, and the host's
@@ -40,5 +42,5 @@ function(arbor_find_spdlog)
   set_target_properties(spdlog::spdlog PROPERTIES
     INTERFACE_INCLUDE_DIRECTORIES ${dir}
     INTERFACE_COMPILE_DEFINITIONS "SPDLOG_HEADER_ONLY;FMT_HEADER_ONLY")
-  message(STATUS "arbor io: spdlog and fmt header-only from the host's headers (cross build)")
+  message(STATUS "arbor: spdlog and fmt header-only from the host's headers (cross build)")
 endfunction()

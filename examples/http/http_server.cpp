@@ -15,9 +15,9 @@
 
 #include "arbor/arbor.hpp"
 #include "arbor/http/server.hpp"
-#include "arbor/io/log.hpp"
 #include "flags.hpp"
 #include "routes.hpp"
+#include "server_log.hpp"
 #if defined(_WIN32)
 #include "common/signal_thread.hpp"
 #endif
@@ -47,14 +47,14 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
   arbor::example::Routes routes(rt);
   auto server = arbor::http::Server::bind(rt, flags.server, std::ref(routes));
   if (!server) {
-    arbor::io::log::error("http: cannot listen on {}: {}", flags.server.listen.to_string(),
-                          server.error().message());
+    arbor::example::server_log().error("http: cannot listen on {}: {}",
+                                       flags.server.listen.to_string(), server.error().message());
     co_return 1;
   }
   routes.attach(**server);
   const std::string address = (*server)->local_address().to_string();
-  arbor::io::log::info("http: engine {}, {} workers, listening on http://{}", rt.engine().name(),
-                       rt.scheduler().workers(), address);
+  arbor::example::server_log().info("http: engine {}, {} workers, listening on http://{}",
+                                    rt.engine().name(), rt.scheduler().workers(), address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
   shutdown.publish(server->get());
@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
       int signal = 0;
       if (sigwait(&signals, &signal) != 0) continue;
       if (signal == SIGHUP || signal == SIGUSR1) {
-        arbor::io::log::info("http: {} ignored (nothing to reload or reopen)",
-                             signal == SIGHUP ? "SIGHUP" : "SIGUSR1");
+        arbor::example::server_log().info("http: {} ignored (nothing to reload or reopen)",
+                                          signal == SIGHUP ? "SIGHUP" : "SIGUSR1");
         continue;
       }
       shutdown.request();  // again on a second signal: harmless, shutdown() is idempotent

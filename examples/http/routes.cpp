@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <string_view>
 
+#include "arbor/sched/event_pool.hpp"  // the engine's pool, for /metrics
+
 namespace arbor::example {
 namespace {
 

@@ -10,7 +10,7 @@
 #include <malloc.h>
 #endif
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/io/timer.hpp"
 #include "block_pool.hpp"
@@ -156,7 +156,7 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
           stream.error() == std::errc::operation_canceled ||
           stream.error() == std::errc::bad_file_descriptor)
         break;
-      io::log::warn("http: accept failed: {}", stream.error().message());
+      log::warn("http: accept failed: {}", stream.error().message());
       continue;  // TcpListener already backs off on descriptor exhaustion
     }
     // At the limit, an idle connection makes room; the one it replaces still counts in active_

@@ -6,7 +6,7 @@
 #include <system_error>
 #include <thread>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/runtime/error.hpp"
 
@@ -59,7 +59,7 @@ Result<RuntimeOptions> RuntimeOptions::from_env() {
     int n = 0;
     const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
     if (ec != std::errc{} || end != s.data() + s.size() || n < 1 || n > 1024) {
-      io::log::error("ARBOR_WORKERS='{}' is not a number in 1..1024", v);
+      log::error("ARBOR_WORKERS='{}' is not a number in 1..1024", v);
       return std::make_error_code(std::errc::invalid_argument);
     }
     o.scheduler.workers = n;
@@ -133,9 +133,8 @@ void Runtime::shutdown() noexcept {
       return live_.load(std::memory_order_acquire) == 0;
     });
     if (!finished)
-      io::log::warn(
-          "shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
-          live_.load(), options_.shutdown_timeout.count());
+      log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
+                live_.load(), options_.shutdown_timeout.count());
   }
   engine_->stop();
   scheduler_->stop();
@@ -174,9 +173,9 @@ void report_unobserved(const std::exception_ptr& error) noexcept {
   try {
     std::rethrow_exception(error);
   } catch (const std::exception& e) {
-    io::log::error("a detached task ended with an exception nobody joined: {}", e.what());
+    log::error("a detached task ended with an exception nobody joined: {}", e.what());
   } catch (...) {
-    io::log::error("a detached task ended with a non-standard exception nobody joined");
+    log::error("a detached task ended with a non-standard exception nobody joined");
   }
 }
 }  // namespace detail

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/runtime/runtime.hpp"
 #include "arbor/runtime/timer.hpp"
@@ -54,7 +54,7 @@ Task<Result<TcpStream>> TcpListener::accept(Address* peer) {
     auto handle =
         co_await detail::AcceptAwaiter(engine, socket_.ref(), io::OpKind::accept, nullptr, 0, peer);
     if (handle) {
-      if (backoff.count() != 0) io::log::info("accept: descriptors available again");
+      if (backoff.count() != 0) log::info("accept: descriptors available again");
       auto attached = engine->attach(*handle);
       if (!attached) {
         if (is_exhaustion(attached.error())) continue;
@@ -68,7 +68,7 @@ Task<Result<TcpStream>> TcpListener::accept(Address* peer) {
     // Out of descriptors (or kernel memory): waiting is the only fix, and retrying at once
     // would spin, so back off exponentially while the application closes connections.
     if (backoff.count() == 0) {
-      io::log::warn("accept: {}; backing off until descriptors are free", error.message());
+      log::warn("accept: {}; backing off until descriptors are free", error.message());
       backoff = milliseconds{1};
     } else {
       backoff = std::min(backoff * 2, milliseconds{100});

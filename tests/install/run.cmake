@@ -1,5 +1,6 @@
-# Installs the build tree into a scratch prefix, then configures, builds and runs a tiny
-# downstream project that finds arbor with find_package(arbor) and links arbor::sched.
+# Installs the build tree into a scratch prefix and checks what it holds (the users' headers,
+# whole, and nothing of arbor's internals), then configures, builds and runs a tiny downstream
+# project that finds arbor with find_package(arbor) and links arbor::runtime.
 # Run by ctest as: cmake -DSOURCE_DIR=... -DBUILD_DIR=... -DWORK_DIR=... -DCXX=... -P run.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -17,13 +18,29 @@ foreach(header arbor/sched/scheduler.hpp arbor/sched/event_tree.hpp arbor/sync/l
     message(FATAL_ERROR "installed tree lacks include/${header}")
   endif()
 endforeach()
-# Consumers need no spdlog headers: no installed header may include one.
+# Only what users include is installed: the test hooks, the logging facade and sync's helpers
+# for arbor's own layers stay in the build tree.
+foreach(header arbor/sched/test_hooks.hpp arbor/internal/log.hpp arbor/sync/timespec.hpp
+               arbor/sync/thread_object.hpp)
+  if(EXISTS "${prefix}/include/${header}")
+    message(FATAL_ERROR "include/${header} is installed; it is not for users")
+  endif()
+endforeach()
+# Consumers need no spdlog headers: no installed header may include one. And the installed
+# tree is whole: every arbor header an installed header includes is installed too.
 file(GLOB_RECURSE installed_headers "${prefix}/include/arbor/*.hpp")
 foreach(header ${installed_headers})
   file(READ "${header}" text)
   if(text MATCHES "spdlog")
     message(FATAL_ERROR "installed header ${header} mentions spdlog")
   endif()
+  string(REGEX MATCHALL "#include \"arbor/[^\"]+\"" includes "${text}")
+  foreach(line ${includes})
+    string(REGEX REPLACE "#include \"(arbor/[^\"]+)\"" "\\1" included "${line}")
+    if(NOT EXISTS "${prefix}/include/${included}")
+      message(FATAL_ERROR "installed header ${header} includes ${included}, which is not installed")
+    endif()
+  endforeach()
 endforeach()
 
 run_step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/consumer" -B "${WORK_DIR}/build"

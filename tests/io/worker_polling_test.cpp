@@ -20,6 +20,7 @@
 
 #include "../sched/test_support.hpp"
 #include "arbor/io/engine.hpp"
+#include "arbor/sched/scheduler.hpp"
 #include "engine_test_support.hpp"
 
 namespace arbor::io {

@@ -62,7 +62,7 @@ TEST(TestClockApi, AnAdvancePastTheEndOfTimeIsRefusedAndTheClockStays) {
   EXPECT_EQ(Clock::now() - before, 1s);
 }
 
-// An engine jumps the paused clock (io::advance_clock_to, Engine::reap) whenever its runtime is
+// An engine jumps the paused clock (io::advance_clock_to, EngineCore::reap) whenever its runtime is
 // idle, on its own thread, while the test's thread may be ending its TestClock. The resume
 // computed its offset from the value it read before the jump landed, and so undid the jump: the
 // clock went back to before deadlines that had fired. Here a thread jumps as an engine does,

@@ -19,7 +19,7 @@
 
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "runtime_support.hpp"
 
 namespace arbor {
@@ -936,8 +936,8 @@ TEST_P(SocketTest, AcceptBacksOffUnderEmfileAndRecovers) {
   // format buffer, are met here by hand, through the same calls.
   const std::error_code warm(EMFILE, std::system_category());
   EXPECT_STRNE(warm.category().name(), "");
-  arbor::io::log::warn("(test warm-up) accept: {}; backing off until descriptors are free",
-                       warm.message());
+  arbor::log::warn("(test warm-up) accept: {}; backing off until descriptors are free",
+                   warm.message());
   rlimit original{};
   ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &original), 0);
   // The lowest free descriptor number is where the next accept would land; allow none.

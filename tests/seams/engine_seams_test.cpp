@@ -26,6 +26,7 @@
 #include "arbor/arbor.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/sync/futex.hpp"
+#include "common/engine_core.hpp"
 
 #if !defined(_WIN32)
 namespace {
@@ -472,8 +473,9 @@ TEST_P(EngineSeams, TimerFiresWhileEveryWaitFillsItsBatch) {
 // Catches an engine torn down through its owner crashing because its backend's destructor did
 // not stop the pollers first (~Engine then called the backend's pure virtual wake()).
 TEST(EngineTeardown, ABackendThatNeverStopsItsPollersIsStoppedByItsOwner) {
-  struct Minimal final : Engine {
-    explicit Minimal(sched::Scheduler& s) : Engine(s, EngineOptions{.io_mode = IoMode::pollers}) {
+  struct Minimal final : EngineCore {
+    explicit Minimal(sched::Scheduler& s)
+        : EngineCore(s, EngineOptions{.io_mode = IoMode::pollers}) {
       if (start_polling()) throw std::runtime_error("no poller thread");
     }
     const char* name() const noexcept override { return "minimal"; }

@@ -12,7 +12,7 @@
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 
 namespace arbor {
 namespace {
@@ -190,7 +190,7 @@ Task<int> throws_logic_error() {
 TEST_P(RuntimeSeams, DetachedTaskExceptionIsLoggedAndCountedOnce) {
   std::ostringstream captured;
   auto sink = std::make_shared<spdlog::sinks::ostream_sink_mt>(captured);
-  auto& logger = io::log::logger();
+  auto& logger = log::logger();
   logger.sinks().push_back(sink);  // before any runtime thread exists
   const std::uint64_t before = unobserved_task_exceptions();
   {

@@ -1,5 +1,6 @@
-// Engine: the parts every backend shares — options, selection, the poller loop, timers and
-// delivery of event batches as trees.
+// Engine and EngineCore: what every backend shares — options, selection, the public members
+// (on EngineCore's state: every Engine is one), the poller loop, timers and delivery of event
+// batches as trees.
 #include "arbor/io/engine.hpp"
 
 #include <algorithm>
@@ -10,10 +11,11 @@
 #include <limits>
 #include <string_view>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/event_tree.hpp"
 #include "common/descriptor.hpp"
+#include "common/engine_core.hpp"
 #include "common/engine_driver.hpp"
 #include "common/engine_table.hpp"
 #include "common/poller_policy.hpp"
@@ -223,13 +225,25 @@ EngineOptions with_io_mode(EngineOptions o) {
 }  // namespace
 
 Engine::Engine(sched::Scheduler& scheduler, EngineOptions options)
-    : scheduler_(scheduler),
-      options_(with_io_mode(std::move(options))),
+    : scheduler_(scheduler), options_(with_io_mode(std::move(options))) {}
+
+Engine::~Engine() = default;
+
+EngineCore& Engine::core() noexcept {
+  return static_cast<EngineCore&>(*this);
+}
+
+const EngineCore& Engine::core() const noexcept {
+  return static_cast<const EngineCore&>(*this);
+}
+
+EngineCore::EngineCore(sched::Scheduler& scheduler, EngineOptions options)
+    : Engine(scheduler, std::move(options)),
       pool_(options_.max_batch * 2),
       timers_(std::make_unique<TimerQueue>()),
       timer_plan_(std::make_unique<TimerPlan>(*timers_)) {}
 
-Engine::~Engine() {
+EngineCore::~EngineCore() {
   if (!pollers_.empty() || ((driver_ != nullptr || worker_drivers_attached_) && !stopping())) {
     log::error(
         "io::Engine destroyed while its pollers run: own engines through "
@@ -252,11 +266,11 @@ std::string describe_polling(const EngineOptions& options) {
   return std::to_string(options.pollers) + " poller thread(s)";
 }
 
-bool Engine::attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept {
+bool EngineCore::attach_worker_drivers(sched::WorkerDrivers& drivers) noexcept {
   return scheduler_.attach_worker_drivers(drivers);
 }
 
-std::error_code Engine::start_polling() noexcept {
+std::error_code EngineCore::start_polling() noexcept {
   if (options_.io_mode == IoMode::rings) {
     sched::WorkerDrivers* drivers = worker_drivers();
     if (drivers == nullptr) {
@@ -306,57 +320,79 @@ std::error_code Engine::start_polling() noexcept {
 }
 
 void Engine::stop() noexcept {
-  if (stopping_.exchange(true, std::memory_order_acq_rel)) return;
+  EngineCore& self = core();
+  if (self.stopping_.exchange(true, std::memory_order_acq_rel)) return;
   if (options_.io_mode == IoMode::rings) {
     // Returns once every worker has closed its ring (drained on its own thread); the backend
     // then finishes what was queued for rings that were never opened.
-    if (worker_drivers_attached_) scheduler_.detach_worker_drivers();
-    on_drivers_detached();
+    if (self.worker_drivers_attached_) scheduler_.detach_worker_drivers();
+    self.on_drivers_detached();
     return;
   }
-  if (driver_ != nullptr) {
+  if (self.driver_ != nullptr) {
     // No worker is inside the driver once this returns, so this thread may finish its work.
     scheduler_.detach_driver();
-    on_poller_stop(0);
+    self.on_poller_stop(0);
     return;
   }
-  for (int p = 0; p < static_cast<int>(pollers_.size()); ++p)
-    wake(p);
-  for (auto& t : pollers_)
+  for (int p = 0; p < static_cast<int>(self.pollers_.size()); ++p)
+    self.wake(p);
+  for (auto& t : self.pollers_)
     t.join();
-  pollers_.clear();
+  self.pollers_.clear();
 }
 
 bool Engine::add_timer(Timer& timer) {
-  const auto added = timers_->add(timer);
-  if (added == TimerQueue::Added::queued_earliest) earlier_deadline();
+  EngineCore& self = core();
+  const auto added = self.timers_->add(timer);
+  if (added == TimerQueue::Added::queued_earliest) self.earlier_deadline();
   return added != TimerQueue::Added::cancelled;
 }
 
 void Engine::cancel_timer(Timer& timer) noexcept {
-  if (!timers_->cancel(timer)) return;  // already fired (or never queued): it completes once
+  EngineCore& self = core();
+  if (!self.timers_->cancel(timer)) return;  // already fired (or never queued): it completes once
   const sched::Event event{&fire_timer, &timer, -ECANCELED, 0};
-  deliver({&event, 1});
+  self.deliver({&event, 1});
 }
 
 void Engine::cancel_all() noexcept {
   if (cancelling_.exchange(true, std::memory_order_acq_rel)) return;
-  cancel_parked();
+  EngineCore& self = core();
+  self.cancel_parked();
   // Shutdown path: allocating here is fine (and if it fails, the timers fire at their time).
   try {
     std::vector<Timer*> timers;
-    timers_->cancel_all(timers);
+    self.timers_->cancel_all(timers);
     std::vector<sched::Event> events;
     events.reserve(timers.size());
     for (Timer* t : timers)
       events.push_back({&fire_timer, t, -ECANCELED, 0});
-    deliver(events);
+    self.deliver(events);
   } catch (const std::bad_alloc&) {
     log::error("cancel_all: out of memory; pending timers will fire at their deadlines");
   }
 }
 
-void Engine::deliver(std::span<const sched::Event> events, bool keep_first) noexcept {
+const sched::EventPool& Engine::event_pool() const noexcept {
+  return core().pool_;
+}
+
+EngineCounters Engine::counters() const noexcept {
+  const EngineCore& self = core();
+  EngineCounters c;
+  c.waits = self.waits_.load(std::memory_order_relaxed);
+  c.events = self.events_.load(std::memory_order_relaxed);
+  c.trees = self.trees_.load(std::memory_order_relaxed);
+  c.largest_batch = self.largest_.load(std::memory_order_relaxed);
+  c.wakes = self.wakes_.load(std::memory_order_relaxed);
+  c.descriptors = self.descriptors_.load(std::memory_order_relaxed);
+  c.timers = self.timers_->size();
+  self.backend_counters(c);
+  return c;
+}
+
+void EngineCore::deliver(std::span<const sched::Event> events, bool keep_first) noexcept {
   if (events.empty()) return;
   events_.fetch_add(events.size(), std::memory_order_relaxed);
   if (options_.inline_completions) {
@@ -370,7 +406,7 @@ void Engine::deliver(std::span<const sched::Event> events, bool keep_first) noex
       std::memory_order_relaxed);
 }
 
-void Engine::run_poller(int poller) noexcept {
+void EngineCore::run_poller(int poller) noexcept {
   const std::size_t k = options_.max_batch;
   // Poller 0's batches have room for K IO events and up to K expired timers.
   const std::size_t timer_room = poller == 0 ? k : 0;
@@ -386,8 +422,8 @@ void Engine::run_poller(int poller) noexcept {
   on_poller_stop(poller);
 }
 
-std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
-                         std::span<Timer*> fired) noexcept {
+std::size_t EngineCore::reap(int poller, std::int64_t timeout_ns, std::span<sched::Event> events,
+                             std::span<Timer*> fired) noexcept {
   const std::size_t k = options_.max_batch;
   // Poller 0 watches the timers (timer_plan.hpp says how it sleeps and when a paused clock jumps).
   TimerPlan::Wait plan;
@@ -416,8 +452,8 @@ std::size_t Engine::reap(int poller, std::int64_t timeout_ns, std::span<sched::E
   return n;
 }
 
-std::size_t Engine::take_expired_timers(std::int64_t now, std::span<sched::Event> out,
-                                        std::span<Timer*> scratch) noexcept {
+std::size_t EngineCore::take_expired_timers(std::int64_t now, std::span<sched::Event> out,
+                                            std::span<Timer*> scratch) noexcept {
   const std::size_t max = std::min(out.size(), scratch.size());
   const std::size_t t = timers_->pop_expired(now, scratch.data(), max);
   for (std::size_t i = 0; i < t; ++i)
@@ -425,23 +461,10 @@ std::size_t Engine::take_expired_timers(std::int64_t now, std::span<sched::Event
   return t;
 }
 
-void Engine::count_wait(std::size_t events) noexcept {
+void EngineCore::count_wait(std::size_t events) noexcept {
   waits_.fetch_add(1, std::memory_order_relaxed);
   if (events > largest_.load(std::memory_order_relaxed))
     largest_.store(events, std::memory_order_relaxed);
-}
-
-EngineCounters Engine::counters() const noexcept {
-  EngineCounters c;
-  c.waits = waits_.load(std::memory_order_relaxed);
-  c.events = events_.load(std::memory_order_relaxed);
-  c.trees = trees_.load(std::memory_order_relaxed);
-  c.largest_batch = largest_.load(std::memory_order_relaxed);
-  c.wakes = wakes_.load(std::memory_order_relaxed);
-  c.descriptors = descriptors_.load(std::memory_order_relaxed);
-  c.timers = timers_->size();
-  backend_counters(c);
-  return c;
 }
 
 }  // namespace arbor::io

@@ -2,7 +2,7 @@
 
 namespace arbor::io {
 
-EngineDriver::EngineDriver(Engine& engine)
+EngineDriver::EngineDriver(EngineCore& engine)
     : engine_(engine),
       events_(2 * engine.options().max_batch),
       fired_(engine.options().max_batch) {}

@@ -1,6 +1,6 @@
 // TimerPlan: what a wait that watches the timers does about them, the one plan both such waits
-// follow: Engine::reap (poller 0's wait, or the workers' on the shared epoll set or ring) and
-// io_uring's rings (the holder of the timer watch, linux/uring/ring_per_worker.cpp).
+// follow: EngineCore::reap (poller 0's wait, or the workers' on the shared epoll set or ring)
+// and io_uring's rings (the holder of the timer watch, linux/uring/ring_per_worker.cpp).
 //
 // Before the wait, before_wait() arms the queue: the deadline the wait sleeps towards is
 // recorded under the queue's lock, so a timer added later with an earlier one gets

@@ -12,7 +12,7 @@
 //   long); the taker then arms the timer queue (TimerQueue::arm(): the deadline it sleeps to).
 // - release(), by the holder back from the kernel, after disarming the queue: with the watch
 //   free, the next timer added counts as a new earliest one (TimerQueue::disarm()), and
-//   Engine::earlier_deadline() unparks the holder, or with none hands the watch to a sleeper
+//   EngineCore::earlier_deadline() unparks the holder, or with none hands the watch to a sleeper
 //   (finding none, it leaves the watch to the next parker to sleep, which takes it).
 // - hand_over(), by a releasing holder with timers pending: gives the watch to a parker still
 //   asleep (which the caller wakes, so it sleeps again towards the deadline: rings mode wakes

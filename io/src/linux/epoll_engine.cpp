@@ -16,11 +16,11 @@
 
 #include <cerrno>
 
-#include "arbor/io/engine.hpp"
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "common/descriptor.hpp"
+#include "common/engine_core.hpp"
 #include "common/engine_table.hpp"
 #include "common/operation_state.hpp"
 #include "posix/socket_calls.hpp"
@@ -48,10 +48,10 @@ struct EpollOp {
 constexpr std::uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
 constexpr std::uint32_t kWriteEvents = EPOLLOUT | EPOLLHUP | EPOLLERR;
 
-class EpollEngine final : public Engine {
+class EpollEngine final : public EngineCore {
  public:
   EpollEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : Engine(scheduler, options), pollers_(static_cast<std::size_t>(poll_sets(options))) {}
+      : EngineCore(scheduler, options), pollers_(static_cast<std::size_t>(poll_sets(options))) {}
 
   std::error_code init() {
     for (auto& p : pollers_) {

@@ -8,7 +8,7 @@
 #include <climits>
 #include <limits>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "common/engine_table.hpp"
 #include "windows/winsock.hpp"

@@ -39,8 +39,8 @@
 #include <memory>
 #include <vector>
 
-#include "arbor/io/engine.hpp"
 #include "common/descriptor.hpp"
+#include "common/engine_core.hpp"
 #include "common/operation_state.hpp"
 
 namespace arbor::io::iocp {
@@ -117,10 +117,10 @@ std::int64_t negative_errno(DWORD error) noexcept;
 /// A dequeued OVERLAPPED's status (an NTSTATUS) and byte count as a raw result.
 std::int64_t completion_result(const OVERLAPPED& overlapped, DWORD bytes) noexcept;
 
-class IocpEngine final : public Engine {
+class IocpEngine final : public EngineCore {
  public:
   IocpEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : Engine(scheduler, options), ports_(static_cast<std::size_t>(poll_sets(options))) {}
+      : EngineCore(scheduler, options), ports_(static_cast<std::size_t>(poll_sets(options))) {}
   ~IocpEngine() override;
   /// Winsock, the extension functions, one completion port per poll set; then polling.
   std::error_code init();

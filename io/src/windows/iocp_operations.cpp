@@ -17,7 +17,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "windows/iocp_engine.hpp"
 #include "windows/winsock.hpp"
 

@@ -11,7 +11,7 @@
 
 #include <cerrno>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "windows/winsock.hpp"
 
 namespace arbor::io {

@@ -11,7 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "common/engine_table.hpp"
 #include "posix/socket_calls.hpp"
@@ -80,7 +80,7 @@ std::size_t ring_count(sched::Scheduler& scheduler, const EngineOptions& options
 }  // namespace
 
 UringEngine::UringEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-    : Engine(scheduler, options), rings_(ring_count(scheduler, this->options())) {}
+    : EngineCore(scheduler, options), rings_(ring_count(scheduler, this->options())) {}
 
 std::error_code UringEngine::init(bool attach) {
   const bool rings_mode = options().io_mode == IoMode::rings;

@@ -29,10 +29,10 @@
 #include <string>
 #include <vector>
 
-#include "arbor/io/engine.hpp"
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/sched/worker_driver.hpp"
 #include "common/descriptor.hpp"
+#include "common/engine_core.hpp"
 #include "common/operation_state.hpp"
 #include "common/timer_watch.hpp"
 #include "linux/uring/provided_buffers.hpp"
@@ -162,7 +162,7 @@ class WorkerRings final : public sched::WorkerDrivers {
   UringEngine& engine_;
 };
 
-class UringEngine final : public Engine {
+class UringEngine final : public EngineCore {
  public:
   UringEngine(sched::Scheduler& scheduler, const EngineOptions& options);
   ~UringEngine() override;

@@ -18,7 +18,7 @@
 #include <cerrno>
 #include <cstring>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "linux/uring/engine.hpp"
 #include "posix/socket_calls.hpp"
 

@@ -11,7 +11,7 @@
 #include <cstring>
 #include <span>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "linux/uring/engine.hpp"
 
 namespace arbor::io::uring {

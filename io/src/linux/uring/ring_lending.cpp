@@ -18,7 +18,7 @@
 //   spare, and waits for the spare to open its ring before it lends (Scheduler::enter_blocking),
 //   so only with every worker and every allowed spare blocked does a lent ring keep its sockets
 //   (BlockingRegionTest.WithNoSpareNewSocketsAvoidABlockedWorker: even then new ones avoid it).
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "linux/uring/engine.hpp"
 
 namespace arbor::io::uring {

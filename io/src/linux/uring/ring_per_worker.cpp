@@ -34,8 +34,8 @@
 #include <iterator>
 #include <limits>
 
+#include "arbor/internal/log.hpp"
 #include "arbor/io/clock.hpp"
-#include "arbor/io/log.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "common/timer_plan.hpp"
 #include "common/timer_queue.hpp"

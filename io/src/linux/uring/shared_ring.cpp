@@ -8,7 +8,7 @@
 // worker holds the poll right, so it cannot be (ring.cpp's set-up table says why cooperative).
 #include <cstring>
 
-#include "arbor/io/log.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/sync/timespec.hpp"
 #include "linux/uring/engine.hpp"
 

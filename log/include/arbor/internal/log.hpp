@@ -1,15 +1,19 @@
-// Logging: arbor's one spdlog logger ("arbor"), level from ARBOR_LOG
+// Logging facade of arbor's own layers: one spdlog logger, "arbor", its level from ARBOR_LOG
 // (trace|debug|info|warn|error|off; default info). Used for start-up, configuration and
-// failures — never on a per-operation hot path.
+// failures, never on a per-operation hot path.
 //
-// Private to arbor's own build (io/internal is not installed): the layers above io and the
-// examples use it, but no installed header includes it, so a program built against an installed
-// arbor needs no spdlog headers.
+// Invariant: only arbor's own build sees this header. It belongs to no layer (io, runtime and
+// http each link the log/ target privately), it is never installed, and no installed header
+// includes it, so spdlog stays a private dependency: a program built against an installed
+// arbor needs no spdlog headers. Programs using arbor (the examples among them) log through
+// spdlog, or whatever they like, themselves.
 #pragma once
 
 #include <spdlog/spdlog.h>
 
-namespace arbor::io::log {
+#include <utility>
+
+namespace arbor::log {
 
 /// The logger, created on first use. An unknown ARBOR_LOG value logs a warning and keeps info.
 spdlog::logger& logger();
@@ -31,4 +35,4 @@ void debug(spdlog::format_string_t<Args...> fmt, Args&&... args) {
   logger().debug(fmt, std::forward<Args>(args)...);
 }
 
-}  // namespace arbor::io::log
+}  // namespace arbor::log

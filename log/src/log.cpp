@@ -1,11 +1,14 @@
-#include "arbor/io/log.hpp"
+// The one definition of the facade's logger (log/include/arbor/internal/log.hpp). Compiled once,
+// into arbor_io (log/CMakeLists.txt says why there), so a program has one "arbor" logger
+// however many layers log: spdlog refuses a second logger of the same name.
+#include "arbor/internal/log.hpp"
 
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <cstdlib>
 #include <string_view>
 
-namespace arbor::io::log {
+namespace arbor::log {
 
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = [] {
@@ -25,4 +28,4 @@ spdlog::logger& logger() {
   return *instance;
 }
 
-}  // namespace arbor::io::log
+}  // namespace arbor::log

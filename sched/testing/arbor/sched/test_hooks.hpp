@@ -1,7 +1,9 @@
 // Test hooks: let a test hold a thread at an exact step of a protocol, which turns a race that
 // needs nanoseconds of luck into a deterministic regression test. Unset (the default), a hook
 // costs one relaxed load on a path that is about to sleep (or read the clock) anyway, or on a
-// rare one. For tests only.
+// rare one. For arbor's own tests only: the header lives in sched/testing, which is never
+// installed, and tests reach it through the target arbor_sched_test_hooks (scheduler.cpp,
+// which defines the setters, through sched's private include path).
 #pragma once
 
 namespace arbor::sched::test_hooks {

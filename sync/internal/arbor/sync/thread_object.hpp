@@ -5,6 +5,8 @@
 // for the object's destructor, so the destructor runs on freed memory (it crashed worker exits
 // under wine). There the object lives on the heap under a fiber-local slot, whose callback runs
 // at thread exit before either and gets the object itself, reading no thread-local storage.
+// Not for users (sync/internal, never installed): arbor's layers reach it through the
+// build-only target arbor_sync_internal.
 #pragma once
 
 #include <cstdint>

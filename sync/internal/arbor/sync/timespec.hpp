@@ -1,6 +1,8 @@
 // Nanoseconds to the timespec shapes kernel waits take (futex's timespec, epoll_pwait2's
 // timespec, io_uring's __kernel_timespec): the one conversion every layer uses. Lives in sync,
-// the lowest layer, so the futex backend and the engines share it.
+// the lowest layer, so the futex backend and the engines share it. Not for users: it is in
+// sync/internal, which is never installed, and the layers reach it through the build-only
+// target arbor_sync_internal.
 #pragma once
 
 #include <cstdint>

@@ -1,0 +1,33 @@
+// The HTTP example server's log: a spdlog logger of its own, "http_server". The example is a
+// program using arbor, and arbor's logger is private to arbor's build; it logs the way any
+// such program may, through spdlog directly.
+//
+// Its lines go to stderr, since stdout's first line ("listening on ...") is what scripts and
+// tests read, and it follows ARBOR_LOG as arbor's logger does, so one variable quiets both
+// (perf/ starts the server with ARBOR_LOG=warn). A value spdlog does not know is left for
+// arbor's logger to report; this one keeps info.
+#pragma once
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string_view>
+
+namespace arbor::example {
+
+inline spdlog::logger& server_log() {
+  static const std::shared_ptr<spdlog::logger> logger = [] {
+    auto l = spdlog::stderr_color_mt("http_server");
+    l->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [http_server] [%l] %v");
+    if (const char* v = std::getenv("ARBOR_LOG"); v != nullptr && *v != '\0') {
+      const auto level = spdlog::level::from_str(v);
+      if (level != spdlog::level::off || std::string_view(v) == "off") l->set_level(level);
+    }
+    return l;
+  }();
+  return *logger;
+}
+
+}  // namespace arbor::example
