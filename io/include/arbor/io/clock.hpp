@@ -3,9 +3,9 @@
 // A paused clock stands still for the whole process until it is advanced, explicitly
 // (advance_clock) or by an engine whose runtime has nothing left to do but wait for a timer:
 // every worker parked, nothing queued and nothing ready in the engine, seen twice in a row
-// (the engine's timer watcher then jumps it to that timer's deadline). It never goes backwards: when it runs
-// again it goes on from where it was left, offset from steady_clock by what was advanced.
-// arbor::TestClock (runtime/) is the public face of this; engines, timers and the HTTP
+// (the engine's timer watcher then jumps it to that timer's deadline). It never goes backwards:
+// when it runs again it goes on from where it was left, offset from steady_clock by what was
+// advanced. arbor::TestClock (runtime/) is the public face of this; engines, timers and the HTTP
 // server's deadlines all read now_ns(), so they agree on the time.
 #pragma once
 

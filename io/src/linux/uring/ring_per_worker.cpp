@@ -238,7 +238,7 @@ again:
     goto again;
   }
   const bool released = release_timer_watch(self);
-  // A paused clock may jump, as Engine::reap() lets poller 0's: quiet is also no other ring
+  // A paused clock may jump, as EngineCore::reap() lets poller 0's: quiet is also no other ring
   // between its reap and its dispatch, and nothing ready in any ring.
   if (watching && plan.deadline != kNever) {
     if (n == 0)

@@ -1,7 +1,7 @@
 // UringEngine, workers and pollers modes (IoMode::workers, IoMode::pollers): one ring per
 // poller thread, or one ring the scheduler's workers wait on in turn, whoever holds the poll
-// right (the engine is the scheduler's Driver through EngineDriver). Engine::reap() wraps wait()
-// with the timers (common/timer_plan.hpp).
+// right (the engine is the scheduler's Driver through EngineDriver). EngineCore::reap() wraps
+// wait() with the timers (common/timer_plan.hpp).
 //
 // A pollers-mode ring is single-issuer where the kernel allows: its poller thread enables it
 // before its first wait (on_poller_start()). The workers' ring is submitted to by whichever
