@@ -73,6 +73,13 @@ Task<bool> block_until(Countdown& in, Countdown& release) {
   co_return release.wait(10s);
 }
 
+// Writes one byte on each pair's client.
+Task<bool> write_byte_each(std::vector<Pair>& pairs) {
+  for (auto& p : pairs)
+    if (!co_await p.client.write_all(std::as_bytes(std::span("x", 1)))) co_return false;
+  co_return true;
+}
+
 Task<bool> read_one(TcpStream& s, Countdown& done) {
   std::byte b[1];
   auto n = co_await s.read_some(b);
@@ -138,13 +145,8 @@ TEST_P(BlockingRegionTest, OverlappingRegionsLeaveNoSocketOnABlockedWorker) {
   for (auto* pairs : {&old_pairs, &new_pairs})
     for (auto& p : *pairs)
       readers.push_back(rt->spawn(read_one(p.server, reads)));
-  auto write_all = [](std::vector<Pair>& to) -> Task<bool> {
-    for (auto& p : to)
-      if (!co_await p.client.write_all(std::as_bytes(std::span("x", 1)))) co_return false;
-    co_return true;
-  };
-  EXPECT_TRUE(rt->block_on(write_all(old_pairs)));
-  EXPECT_TRUE(rt->block_on(write_all(new_pairs)));
+  EXPECT_TRUE(rt->block_on(write_byte_each(old_pairs)));
+  EXPECT_TRUE(rt->block_on(write_byte_each(new_pairs)));
   EXPECT_TRUE(b.join_blocking()) << "reads waited for the second region's end";
   for (auto& h : readers)
     EXPECT_TRUE(h.join_blocking());
@@ -169,12 +171,7 @@ TEST_P(BlockingRegionTest, WithNoSpareNewSocketsAvoidABlockedWorker) {
   std::vector<JoinHandle<bool>> readers;
   for (auto& p : pairs)
     readers.push_back(rt->spawn(read_one(p.server, reads)));
-  auto write_all = [](std::vector<Pair>& to) -> Task<bool> {
-    for (auto& p : to)
-      if (!co_await p.client.write_all(std::as_bytes(std::span("x", 1)))) co_return false;
-    co_return true;
-  };
-  EXPECT_TRUE(rt->block_on(write_all(pairs)));
+  EXPECT_TRUE(rt->block_on(write_byte_each(pairs)));
   EXPECT_TRUE(b.join_blocking()) << "new sockets' reads waited for the region's end";
   for (auto& h : readers)
     EXPECT_TRUE(h.join_blocking());
