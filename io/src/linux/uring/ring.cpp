@@ -53,14 +53,19 @@ constexpr RingSetup kWorkerRingSetups[] = {
 // or timer tick if it runs in user space. So a completion for a busy worker's request waits at
 // most a tick, never for its long item to end
 // (WorkerPolling.ACompletionArrivesWhileItsSubmitterSleepsOnAFutex proves the sleeping case).
-// Not TASKRUN_FLAG: the flag is per ring, so with liburing an empty look enters the kernel
-// whenever any worker has work pending, and runs only its own (6-8 % more enters, measured).
+// With TASKRUN_FLAG, as a worker's own ring has it: the flag is what shows another thread that a
+// submitter has completion work pending that no CQE shows yet, which a paused clock must not
+// jump past (UringEngine::completions_ready(); BlockingRegionTest.APausedClockDoesNotJumpPast-
+// APendingCompletion failed 7 of 30 in this mode under load without it). Its cost: the flag is
+// per ring, so with liburing an empty look enters the kernel whenever any worker has work
+// pending, and runs only its own (6-8 % more enters, measured when workers mode was the
+// default; rings are io_uring's default now).
 std::span<const RingSetup> ring_setups(IoMode mode) noexcept {
   switch (mode) {
     case IoMode::pollers:
       return kPollerSetups;
     case IoMode::workers:
-      return std::span(kPollerSetups).subspan(1);
+      return std::span(kWorkerRingSetups).subspan(1);
     case IoMode::rings:
       break;
   }
