@@ -89,6 +89,9 @@ struct Scheduler::Worker {
   WorkerDriver* own_driver = nullptr;
   WorkerDrivers* own_drivers = nullptr;  // what own_driver came from, to close it with
   std::uint64_t drivers_epoch = 0;       // the attach or detach own_driver reflects
+  // The drivers whose open() gave this worker none at drivers_epoch (nullptr otherwise): only
+  // then does a park ask them again (sync_own_driver()).
+  WorkerDrivers* refused = nullptr;
   Sleep sleep = Sleep::awake;
   sync::ThreadBlocker blocker;  // parks here when own_driver is nullptr
   // Set (and notified) once this worker has made its first pass, opening its driver if drivers

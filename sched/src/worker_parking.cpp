@@ -221,14 +221,22 @@ void Scheduler::dispatch_own(Worker& w, bool inside_item) noexcept {
 void Scheduler::sync_own_driver(Worker& w, bool retry) noexcept {
   // Acquire: an attach stores worker_drivers_ before it bumps the epoch.
   const std::uint64_t epoch = drivers_epoch_.load(std::memory_order_acquire);
-  if (epoch == w.drivers_epoch && !(retry && w.own_driver == nullptr)) return;
+  // Asking again: the drivers of our epoch refused us, and we have none.
+  const bool again = retry && epoch == w.drivers_epoch && w.refused != nullptr;
+  if (epoch == w.drivers_epoch && !again) return;
   close_own_driver(w);
   w.drivers_epoch = epoch;
   // Counted before the pointer is read, both seq_cst: detach_worker_drivers() clears the
   // pointer and then waits for the count, so either it waits for us or we see no drivers.
   open_drivers_.fetch_add(1, std::memory_order_seq_cst);
   WorkerDrivers* drivers = worker_drivers_.load(std::memory_order_seq_cst);
+  // Asking again, only the drivers that refused us: others came with an attach whose epoch we
+  // have not seen yet, and opening them now under the old epoch would open them twice (once
+  // here, again at that epoch; SchedulerWorkerDrivers.EachWorkerOpensAndClosesItsDriverOnItsOwn-
+  // Thread caught it under TSan).
+  if (again && drivers != w.refused) drivers = nullptr;
   WorkerDriver* driver = drivers != nullptr ? drivers->open(w.index) : nullptr;
+  w.refused = driver == nullptr ? drivers : nullptr;
   if (driver == nullptr) {
     if (open_drivers_.fetch_sub(1, std::memory_order_release) == 1) open_drivers_.notify_all();
     return;
