@@ -427,7 +427,8 @@ std::size_t EngineCore::reap(int poller, std::int64_t timeout_ns, std::span<sche
   const std::size_t k = options_.max_batch;
   // Poller 0 watches the timers (timer_plan.hpp says how it sleeps and when a paused clock jumps).
   TimerPlan::Wait plan;
-  if (poller == 0) plan = timer_plan_->before_wait(timeout_ns, scheduler_.idle());
+  // idle() walks every worker's queue: asked only while a test has paused the clock.
+  if (poller == 0) plan = timer_plan_->before_wait(timeout_ns, clock_paused() && scheduler_.idle());
   std::size_t n = wait(poller, poller == 0 ? plan.timeout_ns : timeout_ns, events.first(k));
   waits_.fetch_add(1, std::memory_order_relaxed);
   // Timers go into every batch, full or not: taking them only when a wait left room starved
@@ -436,7 +437,7 @@ std::size_t EngineCore::reap(int poller, std::int64_t timeout_ns, std::span<sche
   // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
   if (plan.deadline != TimerPlan::kNever) {
     if (n == 0)
-      timer_plan_->after_empty_wait(plan, scheduler_.idle() && !completions_ready());
+      timer_plan_->after_empty_wait(plan, plan.paused && scheduler_.idle() && !completions_ready());
     else
       timer_plan_->reaped();
     // The earliest deadline now (the hint is at least as new as the arm() in before_wait() or a

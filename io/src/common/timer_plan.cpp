@@ -34,7 +34,7 @@ bool TimerPlan::after_empty_wait(const Wait& w, bool quiet) noexcept {
   // long enough to be seen quiet twice).
   if (w.look) return false;
   if (w.deadline == kNever || !w.paused || !quiet) {
-    quiet_look_.store(false, std::memory_order_relaxed);
+    reaped();
     return false;
   }
   if (!quiet_look_.exchange(false, std::memory_order_relaxed)) {

@@ -44,15 +44,21 @@ class TimerPlan {
     bool look = false;               // the caller asked for a look without waiting
   };
   /// Arms the queue and bounds `requested_ns` (-1: no limit) by its deadline; paused, by a
-  /// slice, or to a look without waiting when `idle` (the scheduler's) and no quiet look is
-  /// armed yet, so that a jump is not a slice late.
+  /// slice, or to a look without waiting when `idle` (the scheduler's; callers ask it only while
+  /// the clock is paused, since it walks every queue) and no quiet look is armed yet, so that a
+  /// jump is not a slice late.
   Wait before_wait(std::int64_t requested_ns, bool idle) noexcept;
   /// After a wait planned by `w` that reaped nothing. Jumps a paused clock to the next deadline
   /// on the second `quiet` wait in a row; one that is not quiet starts over, and a look without
   /// waiting (a busy worker's) counts for neither. True if it jumped.
   bool after_empty_wait(const Wait& w, bool quiet) noexcept;
   /// A wait that watched the timers reaped something: what it reaped is not a quiet look.
-  void reaped() noexcept { quiet_look_.store(false, std::memory_order_relaxed); }
+  void reaped() noexcept {
+    // Loaded first: with the clock running it is always false, and every wait comes here, so
+    // the shared line is not written on each one.
+    if (quiet_look_.load(std::memory_order_relaxed))
+      quiet_look_.store(false, std::memory_order_relaxed);
+  }
 
  private:
   TimerQueue& timers_;

@@ -205,7 +205,7 @@ again:
     // The watcher sleeps towards the earliest deadline (timer_plan.hpp); a timer added later
     // with an earlier one gets Added::queued_earliest, and earlier_deadline() unparks us.
     watching = true;
-    plan = timer_plan().before_wait(timeout_ns, scheduler().idle());
+    plan = timer_plan().before_wait(timeout_ns, clock_paused() && scheduler().idle());
     timeout_ns = plan.timeout_ns;
   }
   if (io_uring_sq_ready(&r.ring) > 0) submits_.fetch_add(1, std::memory_order_relaxed);
@@ -243,7 +243,8 @@ again:
   if (watching && plan.deadline != kNever) {
     if (n == 0)
       timer_plan().after_empty_wait(
-          plan, rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
+          plan, plan.paused &&
+                    rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
                     scheduler().idle() && !completions_ready());
     else
       timer_plan().reaped();
