@@ -77,6 +77,7 @@ std::atomic<void (*)()> release_unwoken_hook{nullptr};
 std::atomic<void (*)()> release_woke_hook{nullptr};
 std::atomic<void (*)()> after_park_wake_hook{nullptr};
 std::atomic<void (*)()> before_sleeper_claim_hook{nullptr};
+std::atomic<void (*)()> spare_started_hook{nullptr};
 }  // namespace detail
 
 namespace {
@@ -144,6 +145,10 @@ void test_hooks::set_release_woke(void (*hook)()) noexcept {
 
 void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
   after_park_wake_hook.store(hook, std::memory_order_relaxed);
+}
+
+void test_hooks::set_spare_started(void (*hook)()) noexcept {
+  detail::spare_started_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_before_sleeper_claim(void (*hook)()) noexcept {
@@ -852,18 +857,27 @@ Scheduler::Worker* Scheduler::start_spare_if_needed() noexcept {
   // Counted as unparked + searching before it runs, exactly like a woken worker.
   w.searching = true;
   idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+  // Counted as started before its thread exists, as the first workers are (the constructor):
+  // S3 counts sleepers as started_ - unparked, and the spare may park at once. Stored after
+  // its thread started, a submit in between saw the parked spare as nobody asleep and woke no
+  // one, and its item waited for the regions' end
+  // (BlockingRegion.ASpareThatParksBeforeItsStartIsPublishedIsWokenForWork). Release: the
+  // slot is published to thieves, who read started_ with acquire; its empty queue is all they
+  // see until the thread runs.
+  started_.store(index + 1, std::memory_order_release);
   try {
     start_worker(static_cast<std::size_t>(index));
   } catch (...) {
     // No thread to be had: undo. While it was counted, a parker (P3) or a submitter (S3) may
     // have left the work to this would-be searcher; look again for a sleeper to take it.
+    started_.store(index, std::memory_order_release);
     w.searching = false;
     idle_state_.fetch_sub(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
     notify_parked();
     return nullptr;
   }
-  started_.store(index + 1, std::memory_order_release);
   spare_workers_started_.fetch_add(1, std::memory_order_relaxed);
+  if (auto* hook = detail::spare_started_hook.load(std::memory_order_relaxed)) hook();
   return &w;
 }
 

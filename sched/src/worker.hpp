@@ -40,6 +40,7 @@ extern std::atomic<void (*)()> release_unwoken_hook;
 extern std::atomic<void (*)()> release_woke_hook;
 extern std::atomic<void (*)()> after_park_wake_hook;
 extern std::atomic<void (*)()> before_sleeper_claim_hook;
+extern std::atomic<void (*)()> spare_started_hook;
 
 }  // namespace detail
 

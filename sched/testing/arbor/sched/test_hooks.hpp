@@ -41,4 +41,9 @@ void set_after_park_wake(void (*hook)()) noexcept;
 /// searches, too few awake), before it takes the sleeper stack's lock (S4). nullptr removes it.
 void set_before_sleeper_claim(void (*hook)()) noexcept;
 
+/// Called in enter_blocking() by a worker that has just started a spare worker's thread (the
+/// spare may already run, and park), still under the lock that serialises spare starts and
+/// stop(). nullptr removes it.
+void set_spare_started(void (*hook)()) noexcept;
+
 }  // namespace arbor::sched::test_hooks
