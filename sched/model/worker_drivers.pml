@@ -1,5 +1,5 @@
 /*
- * worker_drivers.pml: the parking protocol of per-worker parking (sched/src/worker_parking.cpp).
+ * worker_drivers.pml: the parking protocol of per-worker parking (sched/src/per_worker_parking.cpp).
  * Conventions as in park_notify.pml (step names, ghost state, the three properties).
  *
  * WHAT IS MODELLED. Every worker owns a parker (its driver: its io_uring ring, or a futex for a
@@ -126,7 +126,7 @@
 #endif
 /* A worker woken by its own IO (it reaped, nobody claimed it) counts itself in as running, not
    searching: every sleeper watches its own parker, so the T2 wake its first item would make as
-   the last searcher is a futile trip (the code: worker_parking.cpp). -DSPEC_IO_WAKE_SEARCHES:
+   the last searcher is a futile trip (the code: per_worker_parking.cpp). -DSPEC_IO_WAKE_SEARCHES:
    as first specified, a searcher if nobody searches. */
 #ifdef SPEC_IO_WAKE_SEARCHES
 #define IO_WAKE_MAY_SEARCH true

@@ -31,20 +31,11 @@
 // A woken worker is counted as unparked + searching by its waker (S3), before it even runs,
 // so concurrent submitters do not wake a second one for the same work.
 //
-// The driver (sched/driver.hpp). A parker that takes the poll right sleeps in the driver, not
-// on the semaphore, and sets idle_state_'s driver bit in the same step as P1 (D1), so S3 always
-// knows where the sleepers are: started - unparked are asleep, one of them in the driver if the
-// bit is set. S3 wakes a semaphore sleeper when there is one (the driver's sleeper stays in the
-// kernel, waiting for IO), and the driver's sleeper only when it is the last one asleep: it
-// claims it by clearing the bit in the same CAS that counts the wake, then unparks the driver
-// (D2). On its way out (D3), a driver sleeper whose bit was cleared was counted in by its waker,
-// like a woken sleeper; one whose bit is still set clears it and counts itself back in (as a
-// searcher if nobody searches, see leave_driver()), which breaks no rule above, since no wake
-// was ever counted for it. Only the holder of the poll
-// right sets the bit, so there is at most one driver sleeper. Every release of the right hands
-// the kernel over by S3's rule (release_poll_right()): a holder going on to run a long item
-// never leaves the kernel unwatched while other workers sleep (WorkerPolling.AnIdleWorkerReaps
-// WhileTheOtherRunsALongItem).
+// Where a parker sleeps (P4) and how a waker reaches it (S4) is the Parking's (parking.hpp),
+// chosen once at construction: SharedParking (shared_parking.cpp: one semaphore and one
+// Driver waited in by the holder of the poll right, with the driver bit in idle_state_) or
+// PerWorkerParking (per_worker_parking.cpp: a parker per worker, sleepers on a stack). Both
+// keep the counts and rules above; each file says what it adds.
 //
 // Searchers bound: at most half the workers (at least one) search at once (T1). When the last
 // searcher finds work it wakes one more sleeper (T2), since more work may be queued behind it;
@@ -63,6 +54,8 @@
 #include "arbor/sched/test_hooks.hpp"
 #include "cycle_clock.hpp"
 #include "global_batch.hpp"
+#include "per_worker_parking.hpp"
+#include "shared_parking.hpp"
 #include "tail_history.hpp"
 #include "worker.hpp"
 
@@ -212,8 +205,12 @@ Scheduler::Scheduler(SchedulerOptions options)
   if (options.local_queue_capacity == 0 || options.local_queue_capacity > (1u << 20))
     throw std::invalid_argument(
         "arbor::sched::Scheduler: local_queue_capacity must be in 1..1048576");
+  if (per_worker_) {
+    parking_ = std::make_unique<PerWorkerParking>(*this);
+  } else {
+    parking_ = std::make_unique<SharedParking>(*this);
+  }
   slots_.reserve(static_cast<std::size_t>(max_workers_));
-  sleeper_stack_.reserve(static_cast<std::size_t>(max_workers_));  // never grows after this
   for (int i = 0; i < max_workers_; ++i)
     slots_.push_back(std::make_unique<Worker>(*this, static_cast<std::size_t>(i),
                                               options.local_queue_capacity, spin_config_,
@@ -365,34 +362,9 @@ void Scheduler::push_local(Worker& w, WorkItem* item) noexcept {
 }
 
 bool Scheduler::notify_parked(bool* woke, bool handover) noexcept {
-  // S2. Pairs with the fence in park() (P2); see the protocol at the top of this file.
+  // S2. Pairs with the fence in a park's P2; see the protocol at the top of this file.
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-  if (per_worker_) return wake_from_stack(s, woke);
-  bool to_driver = false;
-  for (;;) {                                        // S3
-    if (handover && driver_asleep(s)) return true;  // someone took the right: it is in the kernel
-    if (searching_of(s) != 0) return true;  // a searcher (or a counted wake) will find the work
-    const int unparked = static_cast<int>(unparked_of(s));
-    if (unparked - blocked_.load(std::memory_order_relaxed) >= workers_) return true;
-    const int asleep = started_.load(std::memory_order_acquire) - unparked;
-    if (asleep <= 0) return false;  // nobody asleep
-    // Wake a sleeper on the semaphore if there is one: the worker in the driver stays there,
-    // waiting for IO. If it is the only one asleep, clearing its bit claims it (D2).
-    to_driver = driver_asleep(s) && asleep == 1;
-    const std::uint32_t next = s + kSearchingOne + kUnparkedOne - (to_driver ? kDriverAsleep : 0);
-    if (idle_state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
-                                          std::memory_order_relaxed))
-      break;
-  }
-  counter_block().add(detail::CounterBlock::wakes);
-  if (woke != nullptr) *woke = true;
-  if (to_driver) {
-    unpark_driver();  // S4 (D2)
-  } else {
-    sleepers_.release(1);  // S4
-  }
-  return true;
+  return parking_->wake(idle_state_.load(std::memory_order_relaxed), woke, handover);
 }
 
 bool Scheduler::transition_to_searching(Worker& w) noexcept {  // T1
@@ -499,269 +471,48 @@ bool Scheduler::anything_queued() const noexcept {
   return false;
 }
 
-void Scheduler::park(Worker& w) noexcept {
-  if (per_worker_) {
-    park_own(w);
-    return;
-  }
-  // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
-  // and says so in the same step that counts it asleep, so a waker always knows where it is.
-  // The driver we hold the right to, if we got it; only this pointer is used afterwards, since
-  // detach_driver() may clear driver_ meanwhile (it waits for our right, not for driver_).
-  Driver* held = try_take_poll_right();
-  const bool saw_driver = held != nullptr || driver_.load(std::memory_order_relaxed) != nullptr;
-  const bool holder = held != nullptr;
-  if (auto* hook = before_park_count_hook.load(std::memory_order_relaxed)) hook();
-  const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
-  if (holder) {
-    idle_state_.fetch_add(kDriverAsleep - leaving, std::memory_order_seq_cst);  // P1 + D1
-  } else {
-    idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
-  }
-  w.searching = false;
-  if (auto* hook = inside_park_hook.load(std::memory_order_relaxed)) hook();
-  // P2. Pairs with the fence in notify_parked() (S2); see the protocol at the top of this file.
-  std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (stopping_.load(std::memory_order_relaxed)) {
-    // stop() posts a signal per worker and joins us; the counts no longer matter, only that
-    // the driver's bit does not outlive its holder.
-    if (holder) {
-      leave_driver(w);
-      release_poll_right();
-    } else {
-      idle_state_.fetch_add(kUnparkedOne, std::memory_order_seq_cst);
-    }
-    return;
-  }
-  // A driver attached after we looked (and before P1) may have pending IO, and its attach's
-  // wake may have gone to nobody (it saw us awake): treat it as queued work. attach_driver()
-  // stores driver_ before its S2, so this load after P2 is the other half of that Dekker pair.
-  const bool driver_appeared = !saw_driver && driver_.load(std::memory_order_relaxed) != nullptr;
-  // The handover's other half: the right we found taken may have been released after our look,
-  // by a holder whose handover (S3) still counted us awake and so went to nobody. Its store
-  // comes before its S2 fence and our P1 before our P2: one of us sees the other. Then the
-  // right is ours to take.
-  const bool right_freed = !holder && saw_driver && !poll_right_.load(std::memory_order_relaxed) &&
-                           driver_.load(std::memory_order_relaxed) != nullptr;
-  if (driver_appeared || right_freed || anything_queued()) {
-    // P3. Work arrived while we were deciding to sleep, and its submitter may have counted on
-    // us being awake. From P1 on we count as asleep, so we may come back only the way a
-    // sleeper is woken: counted in by the rule of S3. If someone searches already (possibly a
-    // wake a submitter counted just now for a sleeper — for us, if we sleep) or enough workers
-    // are awake, they cover the work, and we sleep; the signal of a wake counted on our behalf
-    // wakes us at once. Re-adding ourselves as unparked-but-not-searching instead (the old
-    // protocol) leaves such a counted wake with nobody behind it: a searcher that fills the
-    // searcher cap while its signal waits for a sleeper that never comes (the model's
-    // "phantom searcher"). The driver's sleeper may find itself claimed already (D2): a waker
-    // counted it in, so it is back.
-    std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-    for (;;) {
-      if (holder && !driver_asleep(s)) {
-        w.searching = true;
-        release_poll_right();
-        return;
-      }
-      if (searching_of(s) != 0 ||
-          static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
-        break;
-      const std::uint32_t next = s + kSearchingOne + kUnparkedOne - (holder ? kDriverAsleep : 0);
-      if (idle_state_.compare_exchange_weak(s, next, std::memory_order_seq_cst,
-                                            std::memory_order_relaxed)) {
-        w.searching = true;
-        if (holder) release_poll_right();
-        return;
-      }
-    }
-  }
-  if (holder) {
-    wait_in_driver(w, *held);
-    return;
-  }
-  w.counters.bump(detail::CounterBlock::parks);
-  if (auto* hook = before_park_sleep_hook.load(std::memory_order_relaxed)) hook();
-  sleepers_.wait();  // P4
-  if (auto* hook = after_park_wake_hook.load(std::memory_order_relaxed)) hook();
-  // Whoever woke us counted us as unparked and searching (S3).
-  w.searching = true;
-}
-
-void Scheduler::leave_driver(Worker& w) noexcept {
-  // D3. Claimed by a waker (D2): it counted us unparked and searching, as S3 counts a sleeper
-  // it wakes. Otherwise nobody counted a wake for us (S3 wakes the driver's sleeper only when
-  // it is the last one asleep, and then claims it by clearing the bit; a wake for the
-  // semaphore never counts on it), so we count ourselves back in; as a searcher if nobody
-  // searches (T1 always allows one), as a woken sleeper is counted. Then our release's handover
-  // (S3) sees a searcher and wakes nobody: we cover it ourselves, parking back into the driver
-  // if we reaped nothing (an engine's unpark for a busy worker's request), or finding what we
-  // reaped and, as the last searcher, waking a sleeper at T2. Counted in not searching, an
-  // empty reap would wake a semaphore sleeper only for it to park again
-  // (SchedulerDriver.AnUnparkWithNothingReapedWakesNobodyElse). If someone else searches, it
-  // covers the handover, and a surplus of what we reaped is announced by dispatch().
-  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
-  for (;;) {
-    if (!driver_asleep(s)) {
-      w.searching = true;
-      return;
-    }
-    const bool search = searching_of(s) == 0;
-    if (idle_state_.compare_exchange_weak(
-            s, s - kDriverAsleep + kUnparkedOne + (search ? kSearchingOne : 0),
-            std::memory_order_seq_cst, std::memory_order_relaxed)) {
-      w.searching = search;
-      return;
-    }
-  }
-}
-
-void Scheduler::wait_in_driver(Worker& w, Driver& driver) noexcept {
-  // detach_driver() waits for the right before it lets the driver go, so `driver` (what we saw
-  // when we took the right) stays valid until we release it.
-  w.counters.bump(detail::CounterBlock::driver_waits);
-  driver.wait(-1);
-  // Out of the driver before dispatching: what we hand out may need a helper woken, and S3
-  // must not pick us (still marked asleep) to be that helper.
-  leave_driver(w);
-  dispatch(w, driver);
-  release_poll_right();  // and hands the kernel over: we go on to run what we reaped
-}
-
-void Scheduler::dispatch(Worker& w, Driver& driver) noexcept {
-  // Outside any item. The first tree goes to our local queue as an item's first queued work
-  // does, its wake decision deferred: we run it next, so a wake is owed only for a surplus.
-  w.running = nullptr;
-  w.notify_deferred = false;
-  w.first_woken = false;
-  driver.dispatch();
-  if (w.notify_deferred) {
-    w.notify_deferred = false;
-    if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
-  }
-  w.since_poll = 0;
-}
-
-Driver* Scheduler::try_take_poll_right() noexcept {
-  if (driver_.load(std::memory_order_relaxed) == nullptr) return nullptr;
-  if (poll_right_.load(std::memory_order_relaxed) ||
-      poll_right_.exchange(true, std::memory_order_seq_cst))
-    return nullptr;
-  // Pairs with detach_driver(), which clears driver_ and then waits for the right to be free:
-  // either it sees our right taken and waits for us, or we see the driver gone. The pointer
-  // read here is the one to use until the right is released: driver_ may be cleared meanwhile.
-  Driver* driver = driver_.load(std::memory_order_seq_cst);
-  if (driver == nullptr) release_poll_right();
-  return driver;
-}
-
-void Scheduler::release_poll_right() noexcept {
-  // Release: the driver's own state (what the last holder reaped, its buffers) passes to the
-  // next holder, whose exchange in try_take_poll_right() acquires it, and to detach_driver()'s
-  // loads.
-  poll_right_.store(false, std::memory_order_release);
-  // The handover. Whoever releases the right may go on to run items for long (what it reaped,
-  // or the item that looked), and a worker may have gone to sleep on the semaphore because we
-  // held the right: then nobody would wait in the kernel, and completions and timers would wait
-  // for our items to end. So every release looks for a sleeper, by the rule of S3: it wakes one
-  // (it finds no work and parks into the driver) unless someone searches (a searcher parks into
-  // the driver, or finds work and, as the last searcher, wakes one itself at T2) or enough are
-  // awake, or someone has taken the right since and sleeps in the driver. "Enough awake" counts
-  // the configured workers: with spares (blocking regions) a spare may sleep while that many
-  // run items and nobody watches the kernel, as with no spare and every worker busy; the busy
-  // workers' looks then reap. notify_parked()'s S2 fence orders our store before its load of
-  // idle_state_; it pairs with park()'s P1 and P2 fence before its right_freed load: either we see
-  // the parker asleep, or it sees the right free. (A release store is enough for that: the fence
-  // does the ordering; x86: mov + mfence. sched/model/poll_right_release.pml shows the fence is
-  // needed.) A worker that parks after its release wakes someone it did not need to at most when
-  // nobody searches, and nobody does only if it did not search either: after a busy look, which
-  // goes on to run items. Model-checked (sched/model/park_notify.pml, `make model`) for 2 and 3
-  // workers with long items, items that look into the driver first, attach and detach; it
-  // replaces a protocol of "wishes" (a count a parker raised when it found the right taken,
-  // which a release cleared after a wake), which the model showed stranding a completion when
-  // a woken worker took the right only for a look. Tests: SchedulerDriver.TwoRacingReleases
-  // LeaveSomeoneInTheKernel, SchedulerDriver.AParkDuringAReleasesWakeIsSeenByTheNextRelease.
-  bool woke = false;
-  notify_parked(&woke, /*handover=*/true);
-  if (woke) {
-    if (auto* hook = release_woke_hook.load(std::memory_order_relaxed)) hook();
-  } else if (auto* hook = release_unwoken_hook.load(std::memory_order_relaxed)) {
-    hook();
-  }
-}
-
-bool Scheduler::poll_without_waiting(Worker& w, bool inside_item) noexcept {
-  Driver* driver = try_take_poll_right();
-  if (driver == nullptr) return false;
-  w.counters.bump(detail::CounterBlock::driver_polls);
-  driver->wait(0);
-  if (inside_item) {
-    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
-    // item's own wake decision (notify_deferred, settled at its end) covers it.
-    driver->dispatch();
-    w.since_poll = 0;
-  } else {
-    dispatch(w, *driver);
-  }
-  release_poll_right();
-  return true;
-}
-
 bool Scheduler::poll_driver() noexcept {
   Worker* w = this_worker();
   if (w == nullptr || &w->owner != this) return false;
-  if (per_worker_) return look_into_own_driver(*w, /*inside_item=*/true);
-  return poll_without_waiting(*w, /*inside_item=*/true);
+  return parking_->look(*w, /*inside_item=*/true);
 }
 
 void Scheduler::before_yield() noexcept {
-  if (per_worker_) poll_driver();
-}
-
-void Scheduler::unpark_driver() noexcept {
-  // Counted in unparkers_ before reading driver_, so detach_driver() (which clears driver_ and
-  // then waits for unparkers_ to drain) cannot let the driver go while we call it.
-  unparkers_.fetch_add(1, std::memory_order_seq_cst);
-  if (Driver* driver = driver_.load(std::memory_order_seq_cst)) driver->unpark();
-  unparkers_.fetch_sub(1, std::memory_order_release);
+  Worker* w = this_worker();
+  if (w != nullptr && &w->owner == this) parking_->before_yield(*w);
 }
 
 bool Scheduler::attach_driver(Driver& driver) noexcept {
-  if (per_worker_) return false;  // every worker parks in its own (attach_worker_drivers())
-  Driver* expected = nullptr;
-  if (!driver_.compare_exchange_strong(expected, &driver, std::memory_order_seq_cst)) return false;
-  // Workers asleep on the semaphore do not look at the driver until they park again; if all
-  // sleep, wake one, so that it parks again and waits in the driver.
-  notify_parked();
-  return true;
+  return parking_->attach_driver(driver);
 }
 
 void Scheduler::detach_driver() noexcept {
   abort_if_on_worker("detach_driver");
-  Driver* driver = driver_.exchange(nullptr, std::memory_order_seq_cst);
-  if (driver == nullptr) return;
-  // A holder may be waiting in it with no deadline: unpark until it lets go. Unparks are
-  // sticky, so one that lands between the holder's checks still ends its next wait. The
-  // acquire loads order the holder's (and unparkers') last use before our return.
-  while (poll_right_.load(std::memory_order_seq_cst) ||
-         unparkers_.load(std::memory_order_seq_cst) != 0) {
-    driver->unpark();
-    std::this_thread::yield();
-  }
+  parking_->detach_driver();
+}
+
+bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
+  return parking_->attach_worker_drivers(drivers);
+}
+
+void Scheduler::detach_worker_drivers() noexcept {
+  abort_if_on_worker("detach_worker_drivers");
+  parking_->detach_worker_drivers();
 }
 
 void Scheduler::run_worker(Worker& w) noexcept {
   this_worker() = &w;
-  if (per_worker_) sync_own_driver(w);
+  parking_->begin_pass(w);  // opens the worker's own driver, with per-worker parking
   w.passed_once.store(true, std::memory_order_release);  // enter_blocking() may wait for it
   w.passed_once.notify_all();
   while (!stopping_.load(std::memory_order_relaxed)) {
-    if (per_worker_) sync_own_driver(w);  // an attach or detach since the last pass
+    parking_->begin_pass(w);  // an attach or detach since the last pass
     WorkItem* item = find_work(w);
     // Out of work: what the kernel has ready is the next work, before spinning for others'.
-    if (item == nullptr && (per_worker_ ? look_into_own_driver(w, /*inside_item=*/false)
-                                        : poll_without_waiting(w, /*inside_item=*/false)))
-      item = find_work(w);
+    if (item == nullptr && parking_->look(w, /*inside_item=*/false)) item = find_work(w);
     if (item == nullptr) item = spin_for_work(w);
     if (item == nullptr) {
-      park(w);
+      parking_->park(w);
       continue;
     }
     if (w.searching) transition_from_searching(w);
@@ -786,15 +537,9 @@ void Scheduler::run_worker(Worker& w) noexcept {
     }
     // A busy worker looks into the driver now and then, so completions do not wait for a
     // worker to run out of work.
-    if (++w.since_poll >= kPollInterval) {
-      if (per_worker_) {
-        look_into_own_driver(w, /*inside_item=*/false);
-      } else {
-        poll_without_waiting(w, /*inside_item=*/false);
-      }
-    }
+    if (++w.since_poll >= kPollInterval) parking_->look(w, /*inside_item=*/false);
   }
-  if (per_worker_) close_own_driver(w);  // on this thread, as its open() was
+  parking_->end_loop(w);
   this_worker() = nullptr;
 }
 
@@ -815,31 +560,17 @@ void Scheduler::enter_blocking() noexcept {
       ++count;
     }
     if (first != nullptr) global_.push_batch(first, last, count);
-    // With a driver of our own nobody else can reap it (a ring per worker has one issuer):
-    // what has completed so far goes to everyone too (dispatched inside an item while
-    // `blocking` is set: to the global queue).
-    if (per_worker_) look_into_own_driver(*w, /*inside_item=*/true);
+    parking_->blocking_entered(*w);
   }
   Worker* spare = notify_parked() ? nullptr : start_spare_if_needed();
-  if (ours && per_worker_ && w->blocking == 1 && w->own_driver != nullptr) {
-    // The driver hands what it still watches to the other workers' drivers (blocking_region.hpp
-    // says what may stay). A spare started just now is to take it when every other worker
-    // blocks too: its driver must be open first, so we wait for its first pass (a thread's
-    // start; it opens the driver before anything else: run_worker()). Woken sleepers and
-    // running workers have theirs open already.
-    if (spare != nullptr)
-      while (!spare->passed_once.load(std::memory_order_acquire))
-        spare->passed_once.wait(false, std::memory_order_acquire);
-    w->own_driver->before_blocking();
-  }
+  if (ours) parking_->blocking_covered(*w, spare);
 }
 
 void Scheduler::leave_blocking() noexcept {
   Worker* w = this_worker();
   if (w != nullptr && &w->owner == this) {
     --w->blocking;
-    if (per_worker_ && w->blocking == 0 && w->own_driver != nullptr)
-      w->own_driver->after_blocking();
+    parking_->blocking_left(*w);
   }
   blocked_.fetch_sub(1, std::memory_order_seq_cst);
 }
@@ -896,10 +627,7 @@ std::uint64_t Scheduler::stop() noexcept {
   while (submitters_.load(std::memory_order_acquire) != 0)
     std::this_thread::yield();
   const int started = started_.load(std::memory_order_acquire);
-  sleepers_.release(static_cast<std::uint32_t>(started));
-  unpark_driver();  // a worker waiting in the driver has no deadline of ours
-  // Per-worker parking: a worker that parks after this pass sees stopping_ (park_own()).
-  if (per_worker_) claim_all_sleepers();
+  parking_->wake_all_for_stop(started);
   for (int i = 0; i < started; ++i) {
     auto& t = slots_[static_cast<std::size_t>(i)]->thread;
     if (t.joinable()) t.join();

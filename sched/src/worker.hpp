@@ -1,6 +1,6 @@
 // The scheduler's private parts shared by its source files: the packing of idle_state_, the
 // test hooks' slots, and a worker's own state. scheduler.cpp holds the protocol that keeps them
-// consistent; worker_parking.cpp the per-worker parking of `per_worker_parking` schedulers.
+// consistent; parking.hpp how idle workers sleep, in its two shapes.
 #pragma once
 
 #include <atomic>
@@ -81,7 +81,7 @@ struct Scheduler::Worker {
   std::vector<std::int64_t> seen_oldest;  // per victim slot
   std::int64_t seen_own_oldest = -1;      // at the previous fairness check (see find_work())
 
-  // Per-worker parking (worker_parking.cpp). own_driver and drivers_epoch are this worker's
+  // Per-worker parking (per_worker_parking.cpp). own_driver and drivers_epoch are this worker's
   // alone; `sleep` is guarded by the scheduler's sleepers_mutex_, and so is own_driver's use by
   // other threads (only while this worker is on the sleeper stack, which it joins under that
   // mutex after its last change of own_driver, so the mutex orders the two).

@@ -1,7 +1,7 @@
 // The scheduler with per_worker_parking and worker drivers attached (sched/worker_driver.hpp):
 // every worker opens and closes its own driver on its own thread, sleeps in it, runs what it
 // reaps itself, is woken in it by outside work, looks into it while busy; detach and stop end
-// every wait. The parking protocol is sched/worker_parking.cpp's (model: worker_drivers.pml).
+// every wait. The parking protocol is sched/src/per_worker_parking.cpp's (model: worker_drivers.pml).
 //
 // FakeWorkerDriver stands in for an engine's ring: a test "completes" an item on a worker's
 // driver as the kernel would post a CQE; a blocking wait sleeps on a futex word until unpark()
@@ -258,7 +258,7 @@ TEST(SchedulerWorkerDrivers, AnIdleWorkerRunsItsOwnCompletionItself) {
 
 // Catches: a worker woken by its own IO counting itself in as a searcher, whose first item then
 // wakes another worker for nothing (T2, "the last searcher found work"): a futex wake and a
-// futile trip on every completion. See the top of worker_parking.cpp.
+// futile trip on every completion. See the top of per_worker_parking.cpp.
 TEST(SchedulerWorkerDrivers, AWakeForOwnIoWakesNobodyElse) {
   constexpr int kWorkers = 2;
   Scheduler s(per_worker(kWorkers));

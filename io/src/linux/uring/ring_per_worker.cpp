@@ -120,7 +120,7 @@ WorkerRing* UringEngine::open_ring(std::size_t index) noexcept {
   // A spare's ring is made now, by the spare (init() made the workers' rings). If that fails
   // (descriptors or memory short, maybe for a moment), the ring stays unopened, so it takes no
   // socket and is never lent to, and the spare parks on a futex and tries again each time it
-  // parks (Scheduler::park_own()): a spare that failed once still watches the timers later
+  // parks (PerWorkerParking::park()): a spare that failed once still watches the timers later
   // (BlockingRegionTest.ASpareWhoseRingFailedOnceWatchesTimersOnceDescriptorsAreBack).
   if (r.spare) {
     if (auto e = set_up(r)) {

@@ -32,7 +32,6 @@
 #include "arbor/sched/global_queue.hpp"
 #include "arbor/sched/work_item.hpp"
 #include "arbor/sched/worker_driver.hpp"
-#include "arbor/sync/lifo_semaphore.hpp"
 #include "arbor/sync/spin.hpp"
 
 namespace arbor::sched {
@@ -149,39 +148,16 @@ class Scheduler {
   WorkItem* find_work(Worker& w) noexcept;
   WorkItem* steal_work(Worker& w) noexcept;
   WorkItem* spin_for_work(Worker& w) noexcept;
-  void park(Worker& w) noexcept;
   void push_local(Worker& w, WorkItem* item) noexcept;
-  // *woke: a sleeper was woken. handover: for release_poll_right(), which needs nobody woken
-  // while a worker sleeps in the driver (the kernel is watched).
+  // S2, then the parking's S3 and S4 (*woke: a sleeper was woken; handover: for
+  // SharedParking's release of the poll right, which needs nobody woken while a worker sleeps
+  // in the driver: the kernel is watched).
   bool notify_parked(bool* woke = nullptr, bool handover = false) noexcept;
   bool anything_queued() const noexcept;
   // The spare it started, or nullptr.
   Worker* start_spare_if_needed() noexcept;
   bool transition_to_searching(Worker& w) noexcept;
   void transition_from_searching(Worker& w) noexcept;
-  Driver* try_take_poll_right() noexcept;
-  void release_poll_right() noexcept;
-  // Takes the poll right if free, looks into the driver without waiting, hands out what it
-  // found and releases the right; false if the right was taken. Between items (run_worker) or
-  // from inside one (poll_driver(): its item's end settles the wake decision).
-  bool poll_without_waiting(Worker& w, bool inside_item) noexcept;
-  void wait_in_driver(Worker& w, Driver& driver) noexcept;
-  void leave_driver(Worker& w) noexcept;
-  void dispatch(Worker& w, Driver& driver) noexcept;
-  void unpark_driver() noexcept;
-  // Per-worker parking (worker_parking.cpp).
-  void park_own(Worker& w) noexcept;
-  bool wake_from_stack(std::uint32_t s, bool* woke) noexcept;
-  void claim_all_sleepers() noexcept;
-  void unpark_claimed(Worker& v) noexcept;
-  void withdraw(Worker& w) noexcept;
-  void count_in(Worker& w, bool may_search) noexcept;
-  bool look_into_own_driver(Worker& w, bool inside_item) noexcept;
-  void dispatch_own(Worker& w, bool inside_item) noexcept;
-  // Opens (or closes) the worker's driver after an attach (detach); with `retry`, also asks
-  // again for one if it has none (on its way to park: an open may fail for a moment).
-  void sync_own_driver(Worker& w, bool retry = false) noexcept;
-  void close_own_driver(Worker& w) noexcept;
   void enter_blocking() noexcept;
   void leave_blocking() noexcept;
   detail::CounterBlock& counter_block() noexcept;
@@ -196,7 +172,6 @@ class Scheduler {
   const std::uint64_t short_global_ticks_;  // global items
 
   GlobalQueue global_;
-  sync::LifoSemaphore sleepers_;
   // Low 16 bits: searching workers; bits 16..30: unparked workers (running, searching or
   // blocked); bit 31: a worker holding the poll right is asleep in the driver. Changed together
   // so that "is anybody searching?", "is anybody asleep?" and "where?" are answered by one load.
@@ -216,24 +191,13 @@ class Scheduler {
   detail::CounterBlock external_counters_;
   std::atomic<std::uint64_t> spare_workers_started_{0};
 
-  // The driver (nullptr: none), the right to call it (one thread at a time), and the threads
-  // about to unpark it, for detach_driver() to wait for.
-  alignas(64) std::atomic<Driver*> driver_{nullptr};
-  std::atomic<bool> poll_right_{false};
-  std::atomic<int> unparkers_{0};
-
-  // Per-worker parking: the sleepers, newest on top, and each worker's Worker::sleep, under
-  // sleepers_mutex_ (taken to park, to withdraw and to wake: never on a path that finds work);
-  // the attached worker drivers and an epoch bumped by every attach and detach, which workers
-  // compare with their own to know when to open or close theirs; drivers open now, for
-  // detach_worker_drivers() to wait for.
+  // Where idle workers sleep and how they reach the driver (src/parking.hpp): the one place
+  // the two shapes differ, chosen at construction.
+  class Parking;
+  class SharedParking;
+  class PerWorkerParking;
   const bool per_worker_;
-  std::mutex sleepers_mutex_;
-  std::vector<Worker*> sleeper_stack_;
-  std::mutex attach_mutex_;  // one attach or detach at a time
-  std::atomic<WorkerDrivers*> worker_drivers_{nullptr};
-  std::atomic<std::uint64_t> drivers_epoch_{0};
-  std::atomic<int> open_drivers_{0};
+  std::unique_ptr<Parking> parking_;
 };
 
 }  // namespace arbor::sched

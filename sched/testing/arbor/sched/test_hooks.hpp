@@ -8,7 +8,7 @@
 
 namespace arbor::sched::test_hooks {
 
-/// Called by a worker in park() between steps P1 (it has left the unparked count) and P2 (its
+/// Called by a worker in SharedParking::park() between steps P1 (it has left the unparked count) and P2 (its
 /// re-check of the queues); see scheduler.cpp. nullptr removes it.
 void set_inside_park(void (*hook)()) noexcept;
 
@@ -17,11 +17,11 @@ void set_inside_park(void (*hook)()) noexcept;
 /// just before the clock starts. nullptr removes it.
 void set_tail_clock_start(void (*hook)()) noexcept;
 
-/// Called by a worker in park() after it tried to take the poll right (it holds it or found it
+/// Called by a worker in SharedParking::park() after it tried to take the poll right (it holds it or found it
 /// taken) and before P1, while it still counts as unparked. nullptr removes it.
 void set_before_park_count(void (*hook)()) noexcept;
 
-/// Called by a worker in park() just before it sleeps on the semaphore (P4), after every
+/// Called by a worker in SharedParking::park() just before it sleeps on the semaphore (P4), after every
 /// re-check of P2. nullptr removes it.
 void set_before_park_sleep(void (*hook)()) noexcept;
 
@@ -33,7 +33,7 @@ void set_release_unwoken(void (*hook)()) noexcept;
 /// nullptr removes it.
 void set_release_woke(void (*hook)()) noexcept;
 
-/// Called by a worker in park() just after it was woken from the semaphore (P4). nullptr
+/// Called by a worker in SharedParking::park() just after it was woken from the semaphore (P4). nullptr
 /// removes it.
 void set_after_park_wake(void (*hook)()) noexcept;
 

@@ -1,4 +1,4 @@
-// Per-worker parking: how the workers of a `per_worker_parking` scheduler sleep and are woken,
+// PerWorkerParking: how the workers of a `per_worker_parking` scheduler sleep and are woken,
 // each in a parker of its own (its WorkerDriver, e.g. its io_uring ring, or its ThreadBlocker),
 // instead of on the shared LifoSemaphore with one worker at a time in the one Driver.
 //
@@ -29,12 +29,11 @@
 // completion. What it reaped is covered as any running worker's queued work is: the first tree
 // is its own next item, and dispatch() wakes a helper for a surplus
 // (SchedulerWorkerDrivers.AWakeForOwnIoWakesNobodyElse).
+#include "per_worker_parking.hpp"
+
 #include <algorithm>
 #include <mutex>
 #include <thread>
-
-#include "arbor/sched/scheduler.hpp"
-#include "worker.hpp"
 
 namespace arbor::sched {
 
@@ -43,7 +42,41 @@ using detail::kUnparkedOne;
 using detail::searching_of;
 using detail::unparked_of;
 
-void Scheduler::park_own(Worker& w) noexcept {
+Scheduler::PerWorkerParking::PerWorkerParking(Scheduler& s) : Parking(s) {
+  sleeper_stack_.reserve(static_cast<std::size_t>(s.max_workers_));  // never grows after this
+}
+
+void Scheduler::PerWorkerParking::wake_all_for_stop(int /*started*/) noexcept {
+  // A worker that parks after this pass sees stopping_ at its P2 (the mutex orders its push
+  // after our claim).
+  claim_all_sleepers();
+}
+
+void Scheduler::PerWorkerParking::blocking_entered(Worker& w) noexcept {
+  // Nobody else can reap the worker's own driver (a ring per worker has one issuer): what has
+  // completed so far goes to everyone too (dispatched inside an item while `blocking` is set:
+  // to the global queue).
+  look(w, /*inside_item=*/true);
+}
+
+void Scheduler::PerWorkerParking::blocking_covered(Worker& w, Worker* spare) noexcept {
+  if (w.blocking != 1 || w.own_driver == nullptr) return;
+  // The driver hands what it still watches to the other workers' drivers (blocking_region.hpp
+  // says what may stay). A spare started just now is to take it when every other worker
+  // blocks too: its driver must be open first, so we wait for its first pass (a thread's
+  // start; it opens the driver before anything else: run_worker()). Woken sleepers and
+  // running workers have theirs open already.
+  if (spare != nullptr)
+    while (!spare->passed_once.load(std::memory_order_acquire))
+      spare->passed_once.wait(false, std::memory_order_acquire);
+  w.own_driver->before_blocking();
+}
+
+void Scheduler::PerWorkerParking::blocking_left(Worker& w) noexcept {
+  if (w.blocking == 0 && w.own_driver != nullptr) w.own_driver->after_blocking();
+}
+
+void Scheduler::PerWorkerParking::park(Worker& w) noexcept {
   // Never sleep in a driver that is being detached; a worker without one (a spare whose driver
   // could not be set up, say) asks again, so a failure for a moment is not for good.
   sync_own_driver(w, /*retry=*/true);
@@ -54,22 +87,23 @@ void Scheduler::park_own(Worker& w) noexcept {
     w.sleep = Worker::Sleep::asleep;
   }
   const std::uint32_t leaving = kUnparkedOne + (w.searching ? kSearchingOne : 0);
-  idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
+  s_.idle_state_.fetch_sub(leaving, std::memory_order_seq_cst);  // P1
   w.searching = false;
   if (auto* hook = detail::inside_park_hook.load(std::memory_order_relaxed)) hook();
-  // P2. Pairs with the fence in notify_parked() (S2), as in scheduler.cpp's park().
+  // P2. Pairs with the fence in s_.notify_parked() (S2), as in scheduler.cpp's park().
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (stopping_.load(std::memory_order_relaxed) ||
+  if (s_.stopping_.load(std::memory_order_relaxed) ||
       drivers_epoch_.load(std::memory_order_relaxed) != w.drivers_epoch) {
     withdraw(w);  // stop() or a detach claimed the stack before our push: see it ourselves
     return;
   }
-  if (anything_queued()) {
+  if (s_.anything_queued()) {
     // P3: covered if someone searches or enough are awake (a wake counted for us then, if
     // any, ends our wait at once); otherwise the work is ours to find.
-    const std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+    const std::uint32_t s = s_.idle_state_.load(std::memory_order_relaxed);
     if (searching_of(s) == 0 &&
-        static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) < workers_) {
+        static_cast<int>(unparked_of(s)) - s_.blocked_.load(std::memory_order_relaxed) <
+            s_.workers_) {
       withdraw(w);
       return;
     }
@@ -92,7 +126,7 @@ void Scheduler::park_own(Worker& w) noexcept {
       w.searching = true;
       break;
     }
-    const bool leave = reaped || stopping_.load(std::memory_order_relaxed) ||
+    const bool leave = reaped || s_.stopping_.load(std::memory_order_relaxed) ||
                        drivers_epoch_.load(std::memory_order_relaxed) != w.drivers_epoch;
     if (!leave) continue;  // a stale unpark, or IO not finished: still asleep, counted so
     sleeper_stack_.erase(std::find(sleeper_stack_.begin(), sleeper_stack_.end(), &w));
@@ -101,10 +135,10 @@ void Scheduler::park_own(Worker& w) noexcept {
     count_in(w, /*may_search=*/!reaped);  // woken by our own IO: running, see the top
     break;
   }
-  if (reaped) dispatch_own(w, /*inside_item=*/false);
+  if (reaped) hand_out(w, /*inside_item=*/false, [&] { w.own_driver->dispatch(); });
 }
 
-void Scheduler::withdraw(Worker& w) noexcept {
+void Scheduler::PerWorkerParking::withdraw(Worker& w) noexcept {
   {
     std::lock_guard lock(sleepers_mutex_);
     if (w.sleep == Worker::Sleep::claimed) {
@@ -120,23 +154,23 @@ void Scheduler::withdraw(Worker& w) noexcept {
   count_in(w, /*may_search=*/true);
 }
 
-void Scheduler::count_in(Worker& w, bool may_search) noexcept {
+void Scheduler::PerWorkerParking::count_in(Worker& w, bool may_search) noexcept {
   // As a searcher only if nobody searches (T1 always allows one), as a woken sleeper is
   // counted: then a notify that saw us as a searcher has us to cover its work.
-  std::uint32_t s = idle_state_.load(std::memory_order_relaxed);
+  std::uint32_t s = s_.idle_state_.load(std::memory_order_relaxed);
   bool search = false;
   do {
     search = may_search && searching_of(s) == 0;
-  } while (!idle_state_.compare_exchange_weak(s, s + kUnparkedOne + (search ? kSearchingOne : 0),
-                                              std::memory_order_seq_cst,
-                                              std::memory_order_relaxed));
+  } while (!s_.idle_state_.compare_exchange_weak(s, s + kUnparkedOne + (search ? kSearchingOne : 0),
+                                                 std::memory_order_seq_cst,
+                                                 std::memory_order_relaxed));
   w.searching = search;
 }
 
-bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
-  // S3, as in notify_parked(): nobody is woken while someone searches or enough are awake.
+bool Scheduler::PerWorkerParking::wake(std::uint32_t s, bool* woke, bool /*handover*/) noexcept {
+  // S3, as in s_.notify_parked(): nobody is woken while someone searches or enough are awake.
   if (searching_of(s) != 0) return true;
-  if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+  if (static_cast<int>(unparked_of(s)) - s_.blocked_.load(std::memory_order_relaxed) >= s_.workers_)
     return true;
   if (auto* hook = detail::before_sleeper_claim_hook.load(std::memory_order_relaxed)) hook();
   Worker* futex_sleeper = nullptr;
@@ -146,16 +180,17 @@ bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
     // since our load above is seen here, and two notifiers that both saw nobody searching do
     // not each claim a sleeper (the shared mode's CAS gives the same). Still after our S2
     // fence, so the Dekker argument holds for this load as for the first.
-    s = idle_state_.load(std::memory_order_relaxed);
+    s = s_.idle_state_.load(std::memory_order_relaxed);
     if (searching_of(s) != 0) return true;
-    if (static_cast<int>(unparked_of(s)) - blocked_.load(std::memory_order_relaxed) >= workers_)
+    if (static_cast<int>(unparked_of(s)) - s_.blocked_.load(std::memory_order_relaxed) >=
+        s_.workers_)
       return true;
     if (sleeper_stack_.empty()) return false;
     Worker& v = *sleeper_stack_.back();
     sleeper_stack_.pop_back();
     v.sleep = Worker::Sleep::claimed;
     // Counted inside the critical section that claims it: a claim is never seen uncounted.
-    idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    s_.idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
     if (v.own_driver != nullptr) {
       v.own_driver->unpark();  // under the lock: v cannot close its driver before this ends
     } else {
@@ -163,23 +198,23 @@ bool Scheduler::wake_from_stack(std::uint32_t s, bool* woke) noexcept {
     }
   }
   if (futex_sleeper != nullptr) futex_sleeper->blocker.wake();
-  counter_block().add(detail::CounterBlock::wakes);
+  s_.counter_block().add(detail::CounterBlock::wakes);
   if (woke != nullptr) *woke = true;
   return true;
 }
 
-void Scheduler::claim_all_sleepers() noexcept {
+void Scheduler::PerWorkerParking::claim_all_sleepers() noexcept {
   std::lock_guard lock(sleepers_mutex_);
   while (!sleeper_stack_.empty()) {
     Worker& v = *sleeper_stack_.back();
     sleeper_stack_.pop_back();
     v.sleep = Worker::Sleep::claimed;
-    idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
+    s_.idle_state_.fetch_add(kSearchingOne + kUnparkedOne, std::memory_order_seq_cst);
     unpark_claimed(v);
   }
 }
 
-void Scheduler::unpark_claimed(Worker& v) noexcept {
+void Scheduler::PerWorkerParking::unpark_claimed(Worker& v) noexcept {
   if (v.own_driver != nullptr) {
     v.own_driver->unpark();
   } else {
@@ -187,38 +222,20 @@ void Scheduler::unpark_claimed(Worker& v) noexcept {
   }
 }
 
-bool Scheduler::look_into_own_driver(Worker& w, bool inside_item) noexcept {
+bool Scheduler::PerWorkerParking::look(Worker& w, bool inside_item) noexcept {
   w.since_poll = 0;
   WorkerDriver* driver = w.own_driver;
   // pending() is a load or two: the common "nothing there" costs no system call.
   if (driver == nullptr || !driver->pending()) return false;
   w.counters.bump(detail::CounterBlock::driver_polls);
   if (!driver->wait(0)) return false;
-  dispatch_own(w, inside_item);
+  // From inside an item (Scheduler::poll_driver()), what it dispatches is work that item
+  // queued: the item's own wake decision (settled at its end) covers it.
+  hand_out(w, inside_item, [&] { driver->dispatch(); });
   return true;
 }
 
-void Scheduler::dispatch_own(Worker& w, bool inside_item) noexcept {
-  if (inside_item) {
-    // From inside an item (poll_driver()): what it dispatches is work that item queued, so the
-    // item's own wake decision (settled at its end) covers it.
-    w.own_driver->dispatch();
-    return;
-  }
-  // Outside any item, as scheduler.cpp's dispatch(): we run the first tree next, so a wake is
-  // owed only for a surplus.
-  w.running = nullptr;
-  w.notify_deferred = false;
-  w.first_woken = false;
-  w.own_driver->dispatch();
-  if (w.notify_deferred) {
-    w.notify_deferred = false;
-    if (w.queue.size_estimate() + global_.size() > 1) notify_parked();
-  }
-  w.since_poll = 0;
-}
-
-void Scheduler::sync_own_driver(Worker& w, bool retry) noexcept {
+void Scheduler::PerWorkerParking::sync_own_driver(Worker& w, bool retry) noexcept {
   // Acquire: an attach stores worker_drivers_ before it bumps the epoch.
   const std::uint64_t epoch = drivers_epoch_.load(std::memory_order_acquire);
   // Asking again: the drivers of our epoch refused us, and we have none.
@@ -245,7 +262,7 @@ void Scheduler::sync_own_driver(Worker& w, bool retry) noexcept {
   w.own_drivers = drivers;
 }
 
-void Scheduler::close_own_driver(Worker& w) noexcept {
+void Scheduler::PerWorkerParking::close_own_driver(Worker& w) noexcept {
   if (w.own_driver == nullptr) return;
   // We are awake, so off the sleeper stack: no waker reaches own_driver any more (they do only
   // through the stack, under the mutex our last wake or withdrawal took).
@@ -256,14 +273,13 @@ void Scheduler::close_own_driver(Worker& w) noexcept {
   if (open_drivers_.fetch_sub(1, std::memory_order_release) == 1) open_drivers_.notify_all();
 }
 
-bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
-  if (!per_worker_) return false;
+bool Scheduler::PerWorkerParking::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
   // On a worker, try_lock, not lock: a detach holds the mutex while it waits for every worker
   // to close its driver, and this worker would never close it (deadlock). So from a worker an
   // attach is refused while another attach or a detach is under way (drivers are attached
   // until then). Elsewhere it waits, as before (try_lock may also fail spuriously).
   std::unique_lock guard(attach_mutex_, std::defer_lock);
-  if (current() == this) {
+  if (Scheduler::current() == &s_) {
     if (!guard.try_lock()) return false;
   } else {
     guard.lock();
@@ -277,8 +293,7 @@ bool Scheduler::attach_worker_drivers(WorkerDrivers& drivers) noexcept {
   return true;
 }
 
-void Scheduler::detach_worker_drivers() noexcept {
-  abort_if_on_worker("detach_worker_drivers");
+void Scheduler::PerWorkerParking::detach_worker_drivers() noexcept {
   std::lock_guard guard(attach_mutex_);
   if (worker_drivers_.exchange(nullptr, std::memory_order_seq_cst) == nullptr) return;
   drivers_epoch_.fetch_add(1, std::memory_order_seq_cst);
