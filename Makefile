@@ -56,8 +56,9 @@ fuzz: deps
 	build/fuzz/tests/request_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 	  build/fuzz/corpus tests/http/fuzz_seeds
 
-# Model-check the scheduler's park/notify handshake with spin (sched/model/park_notify.pml),
-# and the ordering of the poll right's release (sched/model/poll_right_release.pml).
+# Model-check the scheduler's park/notify handshake with spin (sched/model/park_notify.pml), the
+# ordering of the poll right's release (poll_right_release.pml), per-worker parking
+# (worker_drivers.pml) and a spare's start against an outside submit (spare_start.pml).
 model: deps
 	sched/model/check.sh
 

@@ -21,7 +21,9 @@
 #     (-DBUGGY_NO_HANDOVER) or the parker's right_freed recheck (-DBUGGY_NO_RIGHT_RECHECK) a
 #     completion must be stranded while a worker sleeps on the semaphore;
 #   - poll_right_release.pml: release_poll_right()'s store and S2 fence must pass under
-#     x86-TSO; without the fence (-DNO_FENCE) the parker must be stranded.
+#     x86-TSO; without the fence (-DNO_FENCE) the parker must be stranded;
+#   - spare_start.pml: a spare counted as started before its thread runs must leave no item
+#     stranded by an outside submit; counted after (-DPUBLISH_AFTER_START), it must.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
 # Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
 # at these sizes compiling pan.c with -O2 costs more than the faster search gains).
@@ -264,5 +266,13 @@ MODEL=poll_right_release.pml
 check pass "release_poll_right, store and S2 fence: the parker takes the right or is woken" -- --
 check asleep "release_poll_right, no S2 fence: finds the parker asleep, the right free" \
   -DNO_FENCE -- --
+
+# start_spare_if_needed(): started_ counts the spare before its thread runs, or a submit that
+# finds it parked counts nobody asleep.
+MODEL=spare_start.pml
+check pass "spare start, started_ before the thread: an outside submit wakes the parked spare" \
+  -- --
+check "assert:( !(submitted)||ran)" \
+  "spare start, started_ after the thread: finds the item stranded" -DPUBLISH_AFTER_START -- --
 
 report_all
