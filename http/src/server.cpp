@@ -97,8 +97,12 @@ void Server::enlist(Watch& w) noexcept {
   w.next = connections_;
   if (connections_ != nullptr) connections_->prev = &w;
   connections_ = &w;
-  // A connection accepted as shutdown() ran gets its reads shut down here, under the same lock.
-  if (draining_.load(std::memory_order_relaxed)) {
+  // A connection accepted as shutdown() ran gets its reads shut down here, under the same lock;
+  // one that starts after the drain's deadline (spawned before it, run after it) is ended.
+  if (ending_) {
+    w.cut = w.drained = true;
+    (void)io::shutdown(w.fd, io::ShutdownHow::both);
+  } else if (draining_.load(std::memory_order_relaxed)) {
     w.drained = true;
     (void)io::shutdown(w.fd, io::ShutdownHow::read);
   }
@@ -171,12 +175,32 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
     total_.fetch_add(1, std::memory_order_relaxed);
     runtime_.spawn(serve(std::move(*stream))).detach();
   }
-  // Draining: wait for the connections to finish, bounded by `drain`.
+  // Draining: the connections finish what they received, for up to `drain`; then the rest are
+  // ended (a client that stops reading would otherwise hold its write for ever). Either way we
+  // wait for every one: a connection's coroutine uses the server to its last step (its buffers
+  // go back to the pool, it leaves the list), so returning first let the caller destroy the
+  // server under it (HttpServerApi.RunReturnsOnlyOnceEveryConnectionHasEnded). Acquire pairs
+  // with ~Connection's release: its last use of the server comes before our return.
   const auto until = std::chrono::steady_clock::now() + drain;
-  while (active_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() < until)
-    if (!co_await sleep_for(std::chrono::milliseconds(5))) break;
+  while (active_.load(std::memory_order_acquire) > 0) {
+    if (!ending_ && std::chrono::steady_clock::now() >= until) end_connections();
+    if (co_await sleep_for(std::chrono::milliseconds(5))) continue;
+    // Cancelled (the runtime is shutting down): end them now and let them run out.
+    if (!ending_) end_connections();
+    co_await yield();
+  }
   sweeper_stop_.request_stop();
   co_await std::move(sweeper);
+}
+
+void Server::end_connections() noexcept {
+  std::lock_guard guard(connections_mutex_);
+  ending_ = true;  // and enlist() ends those that start from now on
+  for (Watch* c = connections_; c != nullptr; c = c->next) {
+    if (c->cut) continue;
+    c->cut = true;
+    (void)io::shutdown(c->fd, io::ShutdownHow::both);  // ends its pending read or write
+  }
 }
 
 // After a spike of connections ends, the heap holds their freed coroutine frames: free to

@@ -8,6 +8,7 @@
 #include <ws2tcpip.h>
 #else
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -134,6 +135,43 @@ class Client {
 #endif
     fd_ = kNone;
     return set;
+  }
+
+  /// A client that stops reading: shrinks this side's receive buffer, then sends `unit` over
+  /// and over without blocking until the server stops taking it (its replies fill both
+  /// buffers, so it waits in a write and reads no more) or `max_bytes` went. Returns the bytes
+  /// sent; the socket stays non-blocking.
+  std::size_t send_until_the_server_stops_reading(const std::string& unit, std::size_t max_bytes) {
+    int small = 4096;
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, reinterpret_cast<const char*>(&small), sizeof small);
+#if defined(_WIN32)
+    u_long on = 1;
+    ::ioctlsocket(fd_, FIONBIO, &on);
+#else
+    const int flags = ::fcntl(fd_, F_GETFL);
+    ::fcntl(fd_, F_SETFL, flags | O_NONBLOCK);
+#endif
+    std::size_t sent = 0, at = 0;
+    int would_block = 0;
+    // Would-block must repeat: the server drains its receive buffer in bursts between writes.
+    while (sent < max_bytes && would_block < 200) {
+      const long n = send_some(unit.data() + at, unit.size() - at);
+      if (n > 0) {
+        sent += static_cast<std::size_t>(n);
+        at = (at + static_cast<std::size_t>(n)) % unit.size();
+        would_block = 0;
+        continue;
+      }
+#if defined(_WIN32)
+      if (::WSAGetLastError() != WSAEWOULDBLOCK) break;
+      ::Sleep(5);
+#else
+      if (errno != EAGAIN && errno != EWOULDBLOCK) break;
+      ::usleep(5000);
+#endif
+      ++would_block;
+    }
+    return sent;
   }
 
   /// True if the server closes the connection (EOF or reset) with nothing more to read.

@@ -648,6 +648,21 @@ TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
   EXPECT_EQ(*exit, 0);
 }
 
+// A client pipelines requests and never reads the replies: at the stop signal its connection
+// waits in a write. Once --shutdown-timeout-ms passes the server ends it and exits 0 (it
+// aborted: the server was destroyed while that connection still ran, 16 of 16 runs).
+TEST_P(HttpServer, AStopWhileAClientReadsNothingEndsItAndExitsZero) {
+  start({"--shutdown-timeout-ms", "200"});
+  Client hog(server().port());
+  ASSERT_TRUE(hog.connected());
+  const std::size_t sent =
+      hog.send_until_the_server_stops_reading(get("/plaintext"), std::size_t{64} << 20);
+  ASSERT_LT(sent, std::size_t{64} << 20) << "the server never stopped reading";
+  const auto exit = server().stop(graceful_stop(), 10s);
+  ASSERT_TRUE(exit.has_value()) << "no exit within 10 s";
+  EXPECT_EQ(*exit, 0);
+}
+
 // SIGHUP and SIGUSR1 (a terminal hang-up, a log rotator) and SIGPIPE must not stop the server.
 // Were one not handled, its default action would kill the process as kill() is called (the
 // kernel ends a process at once for an unblocked fatal signal), so the request after them would

@@ -115,8 +115,9 @@ class Server {
   Address local_address() const;
   const ServerOptions& options() const noexcept { return options_; }
 
-  /// Accepts until shutdown(); completes once no connection is left (or after `drain` more
-  /// time once shutdown() was called, whichever comes first).
+  /// Accepts until shutdown(); then lets the connections answer what they received for up to
+  /// `drain`, ends those still open, and completes once every connection has ended (its task
+  /// no longer uses the server). The server may be destroyed once it has completed, not before.
   Task<void> run(std::chrono::milliseconds drain = std::chrono::seconds(5));
 
   /// Stops accepting, and lets each connection answer the requests it has fully received,
@@ -136,6 +137,8 @@ class Server {
   void enlist(Watch& w) noexcept;
   void delist(Watch& w) noexcept;
   bool evict_idle() noexcept;
+  // Cuts every connection left (both directions shut down) and marks the server ending.
+  void end_connections() noexcept;
   std::unique_ptr<char[]> take_body_buffer() noexcept;  // null if none is free
   void give_body_buffer(std::unique_ptr<char[]> buffer) noexcept;
 
@@ -154,6 +157,9 @@ class Server {
   mutable std::mutex
       connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;
+  // The drain's deadline passed: written by run() under connections_mutex_, which enlist() reads
+  // it under (run() reads its own writes without it).
+  bool ending_ = false;
   std::unique_ptr<BlockPool> blocks_;                 // the connections' working buffers
   std::mutex bodies_mutex_;                           // guards the two below
   std::vector<std::unique_ptr<char[]>> free_bodies_;  // capacity body_buffers: never grows
