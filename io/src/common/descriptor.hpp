@@ -17,6 +17,13 @@
 //   lock, with the generation the caller's name carries ({pointer, generation}, see
 //   operation.hpp). On a mismatch the name is stale: start() finishes with -ECANCELED,
 //   cancel() and close() leave the descriptor alone.
+// - Close means closed: when an engine's close() returns, the kernel no longer serves the
+//   socket. Where the fd itself cannot be closed yet (a thread is in a system call on it, or
+//   an io_uring request still holds the file), close() shuts it down (shut_down_now()): a
+//   listener stops listening (connects are refused, the port can be bound again with
+//   SO_REUSEADDR, what waited in its backlog is reset), a stream's peer sees the end, and the
+//   calls and requests still on it end at once; their results, and anything they produce (an
+//   accepted connection), count as cancelled.
 //
 // Descriptors are never freed while their engine lives, only recycled, so following a stale
 // pointer to compare generations is always safe. An event a poller harvested just before a
@@ -73,6 +80,16 @@ struct Descriptor {
     fd_closed = true;
     close_handle(fd);
     return true;
+  }
+
+  /// Under `lock`, by close() after it set `closed`, when the fd stays open for now (see the
+  /// invariants): ends the socket in the kernel at once. The fd number is still ours (it is
+  /// closed only once fd_closed is set, under this lock), and the socket stays owned by the
+  /// engine, which closes the fd as before. An unconnected datagram socket reports ENOTCONN
+  /// but is shut down all the same (its pending receives end), so the result is not looked at.
+  void shut_down_now() noexcept {
+    if (fd_closed || fd == kInvalidHandle) return;
+    [[maybe_unused]] const std::error_code ignored = shutdown(fd, ShutdownHow::both);
   }
 
   bool slots_empty() const noexcept { return slot[0] == nullptr && slot[1] == nullptr; }

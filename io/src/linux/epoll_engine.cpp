@@ -10,6 +10,9 @@
 //   ceil(room / 2) and carries at most one retry to the next wait.
 // - An event that reaches a recycled descriptor only bumps a readiness generation: at worst
 //   one spurious retry that finds EAGAIN.
+// - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
+//   or a retry pending for it, shuts the socket down at once; that call's result counts as
+//   cancelled when it returns.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -189,6 +192,9 @@ class EpollEngine final : public EngineCore {
       parked[0] = std::exchange(d->slot[0], nullptr);
       parked[1] = std::exchange(d->slot[1], nullptr);
       finish = d->finish_if_closed();
+      // A worker is in a system call on the fd, or holds a retry for it that may run much
+      // later: the fd is closed when it lets go, but the socket ends now (descriptor.hpp).
+      if (finish.close_fd == kInvalidHandle) d->shut_down_now();
     }
     finish_close(d, finish);
     for (Operation* op : parked)
@@ -311,6 +317,7 @@ class EpollEngine final : public EngineCore {
                            ? posix::connect_step(op, fd, state.connect_started)
                            : posix::perform(op, fd);
       Descriptor::Finish finish;
+      Handle orphan = kInvalidHandle;
       {
         std::lock_guard guard(d.lock);
         if (r == -EAGAIN) {
@@ -327,11 +334,17 @@ class EpollEngine final : public EngineCore {
             return false;
           }
           r = -ECANCELED;
+        } else if (d.closed) {
+          // Closed during the call (its shutdown may be what ended it): cancelled, and a
+          // connection it accepted is closed rather than handed to a closed listener's reader.
+          if (op.kind == OpKind::accept && r >= 0) orphan = static_cast<Handle>(r);
+          r = -ECANCELED;
         }
         --d.busy;
         finish = d.finish_if_closed();
       }
       finish_close(&d, finish);
+      if (orphan != kInvalidHandle) close_handle(orphan);
       op.result = r;
       return true;
     }
