@@ -11,8 +11,8 @@
 // - An event that reaches a recycled descriptor only bumps a readiness generation: at worst
 //   one spurious retry that finds EAGAIN.
 // - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
-//   or a retry pending for it, shuts the socket down at once; that call's result counts as
-//   cancelled when it returns.
+//   or a retry pending for it, shuts the socket's read side down at once (a listener stops
+//   listening); a read-side call's result then counts as cancelled, a send's stands.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -334,9 +334,10 @@ class EpollEngine final : public EngineCore {
             return false;
           }
           r = -ECANCELED;
-        } else if (d.closed) {
-          // Closed during the call (its shutdown may be what ended it): cancelled, and a
+        } else if (d.closed && is_read_side(op.kind)) {
+          // Closed during the call (its read shutdown may be what ended it): cancelled, and a
           // connection it accepted is closed rather than handed to a closed listener's reader.
+          // A send in flight is left alone by the close, and its result stands.
           if (op.kind == OpKind::accept && r >= 0) orphan = static_cast<Handle>(r);
           r = -ECANCELED;
         }
