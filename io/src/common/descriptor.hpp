@@ -19,11 +19,13 @@
 //   cancel() and close() leave the descriptor alone.
 // - Close means closed: when an engine's close() returns, the kernel no longer serves the
 //   socket. Where the fd itself cannot be closed yet (a thread is in a system call on it, or
-//   an io_uring request still holds the file), close() shuts it down (shut_down_now()): a
+//   an io_uring request still holds the file), close() shuts it down, under `lock` while the
+//   number is still ours (posix::shut_down_for_close() on Linux): a
 //   listener stops listening (connects are refused, the port can be bound again with
 //   SO_REUSEADDR, what waited in its backlog is reset), pending reads end, and, unless a call
-//   is in flight (it may be a send, which must not be cut short), a stream's peer sees the end;
-//   with one in flight it sees it when that call lets go and closes the fd. What the shutdown
+//   is in flight (it may be a send, which must not be cut short) or the socket is to close
+//   with a reset (SO_LINGER 0), a stream's peer sees the end; otherwise it sees it when the fd
+//   is closed, as soon as that call lets go or by the ring's poller. What the shutdown
 //   makes of the operations still on the socket, and anything they produce (an accepted
 //   connection), counts as cancelled.
 //
@@ -82,18 +84,6 @@ struct Descriptor {
     fd_closed = true;
     close_handle(fd);
     return true;
-  }
-
-  /// Under `lock`, by close() after it set `closed`, when the fd stays open for now (see the
-  /// invariants): ends the socket in the kernel at once, its write side too unless a call is in
-  /// flight (`busy`: a send there finishes as it would have). The fd number is still ours (it
-  /// is closed only once fd_closed is set, under this lock), and the socket stays owned by the
-  /// engine, which closes the fd as before. An unconnected datagram socket reports ENOTCONN
-  /// but is shut down all the same (its pending receives end), so the result is not looked at.
-  void shut_down_now() noexcept {
-    if (fd_closed || fd == kInvalidHandle) return;
-    [[maybe_unused]] const std::error_code ignored =
-        shutdown(fd, busy == 0 ? ShutdownHow::both : ShutdownHow::read);
   }
 
   bool slots_empty() const noexcept { return slot[0] == nullptr && slot[1] == nullptr; }

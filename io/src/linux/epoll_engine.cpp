@@ -194,7 +194,8 @@ class EpollEngine final : public EngineCore {
       finish = d->finish_if_closed();
       // A worker is in a system call on the fd, or holds a retry for it that may run much
       // later: the fd is closed when it lets go, but the socket ends now (descriptor.hpp).
-      if (finish.close_fd == kInvalidHandle) d->shut_down_now();
+      if (finish.close_fd == kInvalidHandle && !d->fd_closed)
+        posix::shut_down_for_close(d->fd, d->busy != 0);
     }
     finish_close(d, finish);
     for (Operation* op : parked)

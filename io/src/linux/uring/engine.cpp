@@ -239,7 +239,7 @@ void UringEngine::close(DescriptorRef socket) noexcept {
       if (d->busy == 0 && drives(*ring))
         own = ring;
       else
-        d->shut_down_now();  // the ring's poller closes the fd later; the kernel ends it now
+        posix::shut_down_for_close(d->fd, d->busy != 0);  // the poller closes the fd later
     }
   }
   if (here) {
