@@ -65,6 +65,7 @@ model: deps
 perf: release
 	perf/compare-roundtrip
 	perf/compare-spawn
+	perf/compare-runtime-lifecycle
 	perf/compare-echo
 	perf/http/compare
 

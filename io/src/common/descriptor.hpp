@@ -17,6 +17,17 @@
 //   lock, with the generation the caller's name carries ({pointer, generation}, see
 //   operation.hpp). On a mismatch the name is stale: start() finishes with -ECANCELED,
 //   cancel() and close() leave the descriptor alone.
+// - Close means closed: when an engine's close() returns, the kernel no longer serves the
+//   socket. Where the fd itself cannot be closed yet (a thread is in a system call on it, or
+//   an io_uring request still holds the file), close() shuts it down, under `lock` while the
+//   number is still ours (posix::shut_down_for_close() on Linux): a
+//   listener stops listening (connects are refused, the port can be bound again with
+//   SO_REUSEADDR, what waited in its backlog is reset), pending reads end, and, unless a call
+//   is in flight (it may be a send, which must not be cut short) or the socket is to close
+//   with a reset (SO_LINGER 0), a stream's peer sees the end; otherwise it sees it when the fd
+//   is closed, as soon as that call lets go or by the ring's poller. What the shutdown
+//   makes of the operations still on the socket, and anything they produce (an accepted
+//   connection), counts as cancelled.
 //
 // Descriptors are never freed while their engine lives, only recycled, so following a stale
 // pointer to compare generations is always safe. An event a poller harvested just before a

@@ -10,6 +10,9 @@
 //   ceil(room / 2) and carries at most one retry to the next wait.
 // - An event that reaches a recycled descriptor only bumps a readiness generation: at worst
 //   one spurious retry that finds EAGAIN.
+// - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
+//   or a retry pending for it, shuts the socket's read side down at once (a listener stops
+//   listening); a read-side call's result then counts as cancelled, a send's stands.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -189,6 +192,10 @@ class EpollEngine final : public EngineCore {
       parked[0] = std::exchange(d->slot[0], nullptr);
       parked[1] = std::exchange(d->slot[1], nullptr);
       finish = d->finish_if_closed();
+      // A worker is in a system call on the fd, or holds a retry for it that may run much
+      // later: the fd is closed when it lets go, but the socket ends now (descriptor.hpp).
+      if (finish.close_fd == kInvalidHandle && !d->fd_closed)
+        posix::shut_down_for_close(d->fd, d->busy != 0);
     }
     finish_close(d, finish);
     for (Operation* op : parked)
@@ -311,6 +318,7 @@ class EpollEngine final : public EngineCore {
                            ? posix::connect_step(op, fd, state.connect_started)
                            : posix::perform(op, fd);
       Descriptor::Finish finish;
+      Handle orphan = kInvalidHandle;
       {
         std::lock_guard guard(d.lock);
         if (r == -EAGAIN) {
@@ -327,11 +335,18 @@ class EpollEngine final : public EngineCore {
             return false;
           }
           r = -ECANCELED;
+        } else if (d.closed && is_read_side(op.kind)) {
+          // Closed during the call (its read shutdown may be what ended it): cancelled, and a
+          // connection it accepted is closed rather than handed to a closed listener's reader.
+          // A send in flight is left alone by the close, and its result stands.
+          if (op.kind == OpKind::accept && r >= 0) orphan = static_cast<Handle>(r);
+          r = -ECANCELED;
         }
         --d.busy;
         finish = d.finish_if_closed();
       }
       finish_close(&d, finish);
+      if (orphan != kInvalidHandle) close_handle(orphan);
       op.result = r;
       return true;
     }

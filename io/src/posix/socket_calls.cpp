@@ -113,4 +113,16 @@ int make_non_blocking(Handle handle) noexcept {
   return 0;
 }
 
+void shut_down_for_close(Handle fd, bool call_in_flight) noexcept {
+  int how = SHUT_RD;
+  if (!call_in_flight) {
+    linger l{};
+    socklen_t size = sizeof l;
+    const bool resets = ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_LINGER, &l, &size) == 0 &&
+                        l.l_onoff != 0 && l.l_linger == 0;
+    if (!resets) how = SHUT_RDWR;
+  }
+  (void)::shutdown(static_cast<int>(fd), how);
+}
+
 }  // namespace arbor::io::posix

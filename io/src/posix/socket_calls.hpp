@@ -29,6 +29,15 @@ std::int64_t perform(Operation& op, Handle fd) noexcept;
 /// and sets `started`; later calls, after writability, report how it ended. -EAGAIN: not yet.
 std::int64_t connect_step(const Operation& op, Handle fd, bool& started) noexcept;
 
+/// For an engine's close() that cannot close `fd` yet (common/descriptor.hpp, "close means
+/// closed"): ends the socket in the kernel now. The read side always (a listener stops
+/// listening, pending reads end); the write side too (a stream's peer sees the end) unless a
+/// call is in flight on it (`call_in_flight`: a send there finishes as it would have) or the
+/// socket is set to close with a reset (SO_LINGER 0, which a FIN first would turn into an
+/// orderly end). The caller keeps owning `fd` and closes it later. Errors are ignored: an
+/// unconnected datagram socket reports ENOTCONN but is shut down all the same.
+void shut_down_for_close(Handle fd, bool call_in_flight) noexcept;
+
 /// Whether `fd` is a stream (SOCK_STREAM) socket.
 bool is_stream(Handle fd) noexcept;
 

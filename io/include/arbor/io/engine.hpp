@@ -194,9 +194,12 @@ class Engine {
   /// Asks a pending `op` to finish early with -ECANCELED. Safe to race with its completion;
   /// the operation still completes exactly once.
   virtual void cancel(Operation& op) noexcept = 0;
-  /// Closes the socket. Its pending operations complete with -ECANCELED; later ones started
-  /// with its name do too. A stale name (already closed) does nothing, even if the descriptor
-  /// now serves another socket.
+  /// Closes the socket: when it returns the kernel no longer serves it (a listener refuses
+  /// connects and its port can be bound again, a stream's peer sees the end), even if another
+  /// thread's ring still holds a request on it. Its pending operations complete with
+  /// -ECANCELED; later ones started with its name do too. A stale name (already closed) does
+  /// nothing, even if the descriptor now serves another socket. The handle is the engine's
+  /// to close, now or once the last call or request on it lets go; the caller must not use it.
   virtual void close(DescriptorRef socket) noexcept = 0;
   /// The handle behind a socket's name (for socket options); bad_file_descriptor if the name
   /// is stale or the socket closed. Racing a close of the same socket is the caller's business.

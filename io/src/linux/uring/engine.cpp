@@ -223,16 +223,57 @@ void UringEngine::cancel(Operation& op) noexcept {
 void UringEngine::close(DescriptorRef socket) noexcept {
   auto* d = &descriptor_cast<UringDescriptor>(*socket.descriptor);
   Ring* ring = nullptr;
+  bool here = false;    // nothing names the fd: this thread closes it
+  Ring* own = nullptr;  // this thread drives the socket's ring: it closes it through the kernel
   {
     std::lock_guard guard(d->lock);
     if (d->closed || d->generation != socket.generation) return;
     d->closed = true;
-    d->close_queued = true;
     ring = &ring_of(*d);
     if (d->placed) ring->sockets.fetch_sub(1, std::memory_order_relaxed);
-    ring->push(d->close_request);
+    if (unreferenced(*d)) {
+      here = true;
+    } else {
+      d->close_queued = true;
+      ring->push(d->close_request);
+      if (d->busy == 0 && drives(*ring))
+        own = ring;
+      else
+        posix::shut_down_for_close(d->fd, d->busy != 0);  // the poller closes the fd later
+    }
   }
-  ring->kick();
+  if (here) {
+    close_now(nullptr, *d);
+  } else if (own != nullptr) {
+    // Our close is queued after every earlier request for the socket: drain() hands them to
+    // the kernel in order, and close_now() cancels what the kernel holds, runs the completion
+    // work that frees it and closes the fd, before we return. What drain() prepared after
+    // the close is submitted here too: a busy owner looks again only when pending() says so,
+    // and with the queue empty it no longer would.
+    drain(*own);
+    if (io_uring_sq_ready(&own->ring) > 0) {
+      submits_.fetch_add(1, std::memory_order_relaxed);
+      io_uring_submit(&own->ring);
+    }
+  } else {
+    ring->kick();
+  }
+}
+
+bool UringEngine::unreferenced(const UringDescriptor& d) noexcept {
+  // No SQE names the fd now or later: a prepared or queued start occupies a slot, an armed (or
+  // stopping) multishot operation is armed, an arm to come is queued, a socket being moved has
+  // an operation on its way out of a ring. Nor does a queued request point at the descriptor,
+  // which close_now() may give to the next socket.
+  return d.busy == 0 && d.slots_empty() && !d.multishot_armed && !d.arm_queued && !d.moving &&
+         !d.cancel_queued[0] && !d.cancel_queued[1] && !d.close_queued;
+}
+
+bool UringEngine::drives(const Ring& ring) const noexcept {
+  // Rings mode: this_thread_ring is the ring this worker opened and has not retired, and only
+  // it submits to and reaps that ring. Not with inline completions: drain() would run
+  // handlers inside the close.
+  return this_thread_ring == &ring && !options().inline_completions;
 }
 
 void UringEngine::cancel_parked() noexcept {
@@ -431,12 +472,14 @@ void UringEngine::close_now(Ring* r, UringDescriptor& d) noexcept {
       pending[0] = d.slot[0];
       pending[1] = d.slot[1];
       if (d.multishot_armed && !d.throttled) stop_multishot(*r, d);
-      for (std::uint16_t id = d.chunk_head; id != ProvidedBuffers::kNone;) {
-        const std::uint16_t next = chunk_buffers(d).next(id);
-        return_chunk(r, d, id);
-        id = next;
-      }
-    }  // else the buffers stay where they are: the ring that lent them is gone (or going)
+    }
+    // Back to the ring that lent them: recycled if that is `r`, else given back (a retired
+    // lender's stack is never published again, which is harmless).
+    for (std::uint16_t id = d.chunk_head; id != ProvidedBuffers::kNone;) {
+      const std::uint16_t next = chunk_buffers(d).next(id);
+      return_chunk(r, d, id);
+      id = next;
+    }
     d.chunk_head = d.chunk_tail = ProvidedBuffers::kNone;
     d.chunk_count = 0;
     d.has_end = false;
@@ -461,8 +504,14 @@ void UringEngine::close_now(Ring* r, UringDescriptor& d) noexcept {
   if (fd == kInvalidHandle) return;  // a worker is mid-send; it re-queues the close
   // Every SQE naming fd reaches the kernel before close(2). An SQE already in the kernel holds
   // its own reference to the file, so the number may be reused at once (a retired ring: nothing
-  // will submit an SQE naming it again).
-  if (r != nullptr) io_uring_submit(&r->ring);
+  // will submit an SQE naming it again). Getting events runs the completion work the cancels
+  // queued (deferred task work waits for this thread): the cancelled requests drop their
+  // references to the file here, so close(2) is the last one and the socket is gone when it
+  // returns (the port free, connects refused), rather than at this ring's next wait.
+  if (r != nullptr) {
+    submits_.fetch_add(1, std::memory_order_relaxed);
+    io_uring_submit_and_get_events(&r->ring);
+  }
   close_handle(fd);
   if (release) pool_.release(&d);
   // Counted after the release: once counters() shows the socket gone, its descriptor (if it
@@ -475,15 +524,25 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
   auto* self = reinterpret_cast<UringEngine*>(static_cast<std::uintptr_t>(event.data));
   auto& d = descriptor_of<UringDescriptor>(*op);
   bool release;
+  std::int64_t result = event.result;
+  Handle orphan = kInvalidHandle;
   {
     std::lock_guard guard(d.lock);
     d.slot[Descriptor::side(op->kind)] = nullptr;
+    // Closed while in the kernel: whatever the close's shutdown or cancel made of it (end of
+    // stream, EINVAL, EPIPE), it was cancelled; a connection it accepted is closed, not handed
+    // to the closed listener's reader.
+    if (d.closed) {
+      if (op->kind == OpKind::accept && result >= 0) orphan = static_cast<Handle>(result);
+      result = -ECANCELED;
+    }
     release = d.closed && d.fd_closed && d.idle();
   }
   if (release) self->pool_.release(&d);
+  if (orphan != kInvalidHandle) close_handle(orphan);
   SubmitBatch batch;
   // recvmsg already wrote a receive_from peer into op.address; a poll's mask means readable.
-  const std::int64_t result = op->kind == OpKind::readable && event.result > 0 ? 0 : event.result;
+  if (op->kind == OpKind::readable && result > 0) result = 0;
   op->complete(*op, result);
 }
 

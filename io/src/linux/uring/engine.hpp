@@ -16,6 +16,11 @@
 //   after submitting every SQE that names it.
 // - A descriptor with a multishot operation armed is not idle, so it is not recycled before
 //   that operation's last CQE.
+// - Close means closed (common/descriptor.hpp): close() closes the fd on the calling thread if
+//   nothing names it (unreferenced()), or through the kernel if the thread drives the socket's
+//   ring (drives(): rings mode, its owner), cancelling and reaping the work that holds the file
+//   first; else it shuts the socket down and the ring's poller closes the fd. A CQE that reaches
+//   a closed socket completes its operation with -ECANCELED, closing a connection it accepted.
 #pragma once
 
 #include <liburing.h>
@@ -238,12 +243,19 @@ class UringEngine final : public EngineCore {
   // Under d.lock, from ring `r`'s poller: if the socket has moved off `r`, push `request` to
   // its ring now and return it (the caller kicks it after unlocking); else nullptr.
   Ring* forward(Ring& r, UringDescriptor& d, Request& request) noexcept;
+  // Under d.lock, closed: no SQE names the fd now or will, and no request points at the
+  // descriptor, so close() may close the fd and recycle the descriptor on its own thread.
+  static bool unreferenced(const UringDescriptor& d) noexcept;
+  // Whether the calling thread submits to and reaps `ring` (rings mode: its owner), so that a
+  // close can go through the kernel before it returns.
+  bool drives(const Ring& ring) const noexcept;
   // A queued start whose socket was closed (or which was cancelled) before it reached the
   // ring: complete it as if the kernel had cancelled it.
   void finish_refused(Operation& op) noexcept;
-  // Poller thread of `r`: cancel the socket's operations, submit, then close(2) its fd. A
-  // retired ring (nullptr), from any thread: close the fd without the kernel (the owner's close
-  // cancels what it had in flight); a parked reader completes with -ECANCELED either way.
+  // Poller thread of `r`: cancel the socket's operations, submit and run the completion work
+  // that drops the kernel's references, then close(2) its fd. nullptr, from any thread: close
+  // the fd without the kernel (a retired ring, whose owner's close cancels what it had in
+  // flight, or an unreferenced() socket); a parked reader completes with -ECANCELED either way.
   void close_now(Ring* r, UringDescriptor& d) noexcept;
   // A CQE for op: free its slot, then complete it (the slot must be free first so the
   // resumed coroutine can start its next operation on this side).

@@ -220,6 +220,9 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
     if (accepting) {
       if (res >= 0 && d.closed) {
         orphan = res;
+      } else if (d.closed) {
+        // The end of an accept the close stopped: -ECANCELED, or -EINVAL once its shutdown
+        // took the socket out of listening (not a kernel without multishot accept).
       } else if (res >= 0 && op != nullptr) {
         claimed = op;
         result = res;
@@ -239,6 +242,9 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
           append_chunk(r, d, id, static_cast<std::uint32_t>(res));
         else
           r.buffers.recycle(id);
+      } else if (d.closed) {
+        // The end of a receive the close stopped (its shutdown's end of stream, -ECANCELED):
+        // nothing for a reader, who is cancelled below or by close_now().
       } else if (res == 0) {
         d.has_end = true;
         d.end_result = 0;
@@ -251,8 +257,10 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
         d.has_end = true;
         d.end_result = res;
       }
-      if (op != nullptr && op->kind == OpKind::readable &&
-          (d.chunk_head != ProvidedBuffers::kNone || d.has_end)) {
+      if (d.closed) {
+        // A closed socket's reader gets nothing more (see below).
+      } else if (op != nullptr && op->kind == OpKind::readable &&
+                 (d.chunk_head != ProvidedBuffers::kNone || d.has_end)) {
         claimed = op;  // what arrived stays here for the receive that follows
         result = 0;
       } else if (op != nullptr && d.chunk_head != ProvidedBuffers::kNone) {
@@ -265,10 +273,11 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
       }
       if (more && !d.throttled && d.chunk_count >= kMaxChunks) stop_multishot(r, d);
     }
-    // A retired ring (rings mode, its owner closing it) starts nothing new: the reader the
-    // multishot operation leaves behind completes as cancelled.
+    // A retired ring (rings mode, its owner closing it) starts nothing new, nor does a closed
+    // socket: the reader the multishot operation leaves behind completes as cancelled (while it
+    // still runs, close_now() takes the reader).
     if (claimed == nullptr && op != nullptr && !d.multishot_armed &&
-        r.state.load(std::memory_order_relaxed) == Ring::State::retired) {
+        (d.closed || r.state.load(std::memory_order_relaxed) == Ring::State::retired)) {
       claimed = op;
       result = -ECANCELED;
     }

@@ -36,7 +36,9 @@ class AttachedSocket {
   }
   /// The name operations carry: {nullptr, ...} once closed.
   io::DescriptorRef ref() const noexcept { return {descriptor(), generation_}; }
-  /// Closes now; pending operations complete with operation_canceled. Idempotent.
+  /// Closes now (io::Engine::close() says what the kernel has done by its return); pending
+  /// operations complete with operation_canceled. Idempotent. Afterwards this object owns no
+  /// descriptor (the engine closes the handle).
   void close() noexcept;
 
   /// The OS handle, or bad_file_descriptor when closed.

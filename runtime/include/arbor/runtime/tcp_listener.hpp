@@ -37,7 +37,10 @@ class TcpListener {
   Task<Result<TcpStream>> accept(Address* peer = nullptr);
   /// The bound address (with the real port when bound to port 0).
   Result<Address> local_address() const noexcept { return socket_.local_address(); }
-  /// Closes now; a pending accept completes with operation_canceled. Idempotent.
+  /// Closes now: when it returns, connects to the address are refused and it can be bound
+  /// again; a pending accept completes with operation_canceled, and connections the engine had
+  /// accepted for it but not handed out are closed. Idempotent. Afterwards this object owns
+  /// no descriptor (the engine closes the handle).
   void close() noexcept { socket_.close(); }
   bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 

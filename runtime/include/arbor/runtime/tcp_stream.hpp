@@ -78,7 +78,9 @@ class TcpStream {
 
   /// Sends FIN: the peer reads end-of-stream; this side can still read.
   Result<void> shutdown_write() noexcept;
-  /// Closes now; pending operations complete with operation_canceled. Idempotent.
+  /// Closes now: when it returns the peer can see the end of the stream; pending operations
+  /// complete with operation_canceled. Idempotent. Afterwards this object owns no descriptor
+  /// (the engine closes the handle).
   void close() noexcept { socket_.close(); }
   bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 

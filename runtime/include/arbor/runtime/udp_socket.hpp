@@ -35,7 +35,8 @@ class UdpSocket {
                                    const_cast<Address*>(&to));
   }
   Result<Address> local_address() const noexcept { return socket_.local_address(); }
-  /// Closes now; pending operations complete with operation_canceled. Idempotent.
+  /// Closes now; pending operations complete with operation_canceled. Idempotent. Afterwards
+  /// this object owns no descriptor (the engine closes the handle).
   void close() noexcept { socket_.close(); }
 
  private:
