@@ -195,6 +195,42 @@ TEST(RequestParser, Rfc9112_3_2_2_AbsoluteFormGivesPathQueryAndHost) {
 
 // RFC 9112 §2.2: a server "SHOULD ignore at least one empty line (CRLF) received prior to the
 // request-line". A few are ignored (CRLF or bare LF); one more than the bound is a 400.
+// RFC 9112 §3.2: a Host that is not uri-host [ ":" port ] is 400, in the field or in an
+// absolute-form target (it reached handlers unchanged: Host-header injection in apps that
+// build URLs from it).
+TEST(RequestParser, Rfc9112_3_2_AnInvalidHostIs400) {
+  for (const char* host : {"a b", "a/b", "a\tb", "", "<script>", "h:8o", "[::1", "[]", "a%zz",
+                           "a%2", "a\"b", ":80", "a@b", "a?b", "a#b", "[::1]x"}) {
+    EXPECT_EQ(outcome(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n"), 400)
+        << "Host: " << host;
+    EXPECT_EQ(outcome(std::string("GET / HTTP/1.0\r\nHost: ") + host + "\r\n\r\n"), 400)
+        << "HTTP/1.0 Host: " << host;
+  }
+  for (const char* host :
+       {"example.com", "example.com:8080", "127.0.0.1:80", "[::1]", "[::1]:80",
+        "xn--bcher-kva.example", "a%20b", "h:", "sub_domain.example", "~!$&'()*+,;="}) {
+    EXPECT_EQ(outcome(std::string("GET / HTTP/1.1\r\nHost: ") + host + "\r\n\r\n"), 0)
+        << "Host: " << host;
+  }
+  EXPECT_EQ(outcome("GET http://a<b/x HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+  EXPECT_EQ(outcome("GET http://[::1]:8080/x HTTP/1.1\r\nHost: h\r\n\r\n"), 0);
+}
+
+// RFC 9110 §8.6: Content-Length is 1*DIGIT; leading zeros do not make it too long (a 20-digit
+// zero-padded value was 400). Twenty significant digits still are.
+TEST(RequestParser, Rfc9110_8_6_AZeroPaddedContentLengthIsItsValue) {
+  RequestParser p;
+  const std::string text =
+      "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 00000000000000000005\r\n\r\n";
+  ASSERT_EQ(p.parse({text.data(), text.size()}), Status::complete);
+  EXPECT_EQ(p.request().content_length, 5u);
+  EXPECT_EQ(
+      outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 0000000000000000000000000\r\n\r\n"),
+      0);
+  EXPECT_EQ(outcome("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 10000000000000000000\r\n\r\n"),
+            400);
+}
+
 TEST(RequestParser, Rfc9112_2_2_LeadingEmptyLinesAreIgnoredUpToABound) {
   for (const std::string lead : {"\r\n", "\n", "\r\n\n\r\n"}) {
     const std::string text = lead + "GET /x HTTP/1.1\r\nHost: h\r\n\r\n";
