@@ -112,7 +112,7 @@ TEST_P(LogLevel, AnUnknownLevelIsReportedAndTheDefaultKept) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, LogLevel, ::testing::ValuesIn(io::Engine::available()),
-                         [](const auto& info) { return info.param; });
+                         [](const auto& param_info) { return param_info.param; });
 
 }  // namespace
 }  // namespace arbor
