@@ -3,9 +3,11 @@
 // such program may, through spdlog directly.
 //
 // Its lines go to stderr, since stdout's first line ("listening on ...") is what scripts and
-// tests read, and it follows ARBOR_LOG as arbor's logger does, so one variable quiets both
-// (perf/ starts the server with ARBOR_LOG=warn). A value spdlog does not know is left for
-// arbor's logger to report; this one keeps info.
+// tests read, and a set ARBOR_LOG applies to it as to arbor's logger, so one variable quiets
+// both (perf/ starts the server with ARBOR_LOG=warn). Unset, the two differ on purpose: arbor,
+// a library, is quiet (warn), while this program logs at info, the way a server reports its own
+// start-up and the signals it ignores. A value spdlog does not know is left for arbor's logger
+// to report; this one keeps info.
 #pragma once
 
 #include <spdlog/sinks/stdout_color_sinks.h>

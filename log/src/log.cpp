@@ -14,12 +14,14 @@ spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> instance = [] {
     auto l = spdlog::stderr_color_mt("arbor");
     l->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [arbor] [%l] %v");
-    l->set_level(spdlog::level::info);
+    // A library is quiet unless asked: by default only what needs attention (warnings and
+    // errors) reaches a program's stderr; its engine and start-up lines are ARBOR_LOG=info's.
+    l->set_level(spdlog::level::warn);
     if (const char* v = std::getenv("ARBOR_LOG"); v != nullptr && *v != '\0') {
       const auto level = spdlog::level::from_str(v);
       // from_str maps unknown text to off; only accept "off" when it was asked for.
       if (level == spdlog::level::off && std::string_view(v) != "off")
-        l->warn("ARBOR_LOG='{}' is not one of trace|debug|info|warn|error|off; using info", v);
+        l->warn("ARBOR_LOG='{}' is not one of trace|debug|info|warn|error|off; using warn", v);
       else
         l->set_level(level);
     }

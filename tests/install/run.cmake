@@ -1,6 +1,7 @@
 # Installs the build tree into a scratch prefix and checks what it holds (the users' headers,
 # whole, and nothing of arbor's internals), then configures, builds and runs a tiny downstream
-# project that finds arbor with find_package(arbor) and links arbor::runtime.
+# project that finds arbor with find_package(arbor) and links arbor::runtime, and the same
+# program by the README's pkg-config recipe, in the prefix and once more after moving the tree.
 # Run by ctest as: cmake -DSOURCE_DIR=... -DBUILD_DIR=... -DWORK_DIR=... -DCXX=... -P run.cmake
 file(REMOVE_RECURSE "${WORK_DIR}")
 set(prefix "${WORK_DIR}/prefix")
@@ -48,22 +49,42 @@ run_step(${CMAKE_COMMAND} -S "${SOURCE_DIR}/tests/install/consumer" -B "${WORK_D
 run_step(${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("${WORK_DIR}/build/consumer")
 
-# The same program built without CMake, from the installed pkg-config file.
+# The same program built without CMake, from the installed pkg-config file, by the README's
+# recipe as a user types it: PKG_CONFIG_PATH and nothing else (no --define-variable: the file
+# must be right for wherever the tree was installed). Then again after the tree is moved, which
+# only a relocatable file survives. A .pc naming the configure-time prefix (/usr/local) fails
+# both: its -I and -L point where arbor is not.
 file(GLOB_RECURSE pc_files "${prefix}/*/arbor.pc")
 list(LENGTH pc_files pc_count)
 if(NOT pc_count EQUAL 1)
   message(FATAL_ERROR "expected one installed arbor.pc, found: ${pc_files}")
 endif()
-get_filename_component(pc_dir "${pc_files}" DIRECTORY)
-set(ENV{PKG_CONFIG_PATH} "${pc_dir}")
-execute_process(
-  COMMAND pkg-config --define-variable=prefix=${prefix} --cflags --libs --static arbor
-  RESULT_VARIABLE rc OUTPUT_VARIABLE flags ERROR_VARIABLE err OUTPUT_STRIP_TRAILING_WHITESPACE)
-if(NOT rc EQUAL 0)
-  message(FATAL_ERROR "pkg-config arbor failed: ${err}")
-endif()
-separate_arguments(flags UNIX_COMMAND "${flags}")
-run_step(${CXX} "${SOURCE_DIR}/tests/install/consumer/main.cpp" ${flags}
-         -o "${WORK_DIR}/consumer_pc")
-run_step("${WORK_DIR}/consumer_pc")
-message(STATUS "downstream consumer built and ran against ${prefix} (CMake and pkg-config)")
+file(RELATIVE_PATH pc_subdir "${prefix}" "${pc_files}")
+get_filename_component(pc_subdir "${pc_subdir}" DIRECTORY)
+
+function(build_with_pkg_config root name)
+  # The variable pkg-config resolves must be this tree, not merely some arbor on the machine.
+  execute_process(
+    COMMAND env PKG_CONFIG_PATH=${root}/${pc_subdir} pkg-config --variable=includedir arbor
+    RESULT_VARIABLE rc OUTPUT_VARIABLE includedir ERROR_VARIABLE err
+    OUTPUT_STRIP_TRAILING_WHITESPACE)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "pkg-config arbor failed: ${err}")
+  endif()
+  file(REAL_PATH "${includedir}" includedir)
+  file(REAL_PATH "${root}/include" expected)
+  if(NOT includedir STREQUAL expected)
+    message(FATAL_ERROR "arbor.pc in ${root} gives includedir ${includedir}, not ${expected}")
+  endif()
+  run_step(sh -c "PKG_CONFIG_PATH='${root}/${pc_subdir}' '${CXX}' -std=c++20 \
+'${SOURCE_DIR}/tests/install/consumer/main.cpp' -o '${WORK_DIR}/${name}' \
+$(PKG_CONFIG_PATH='${root}/${pc_subdir}' pkg-config --cflags --libs --static arbor)")
+  run_step("${WORK_DIR}/${name}")
+endfunction()
+
+build_with_pkg_config("${prefix}" consumer_pc)
+set(moved "${WORK_DIR}/moved")
+file(RENAME "${prefix}" "${moved}")
+build_with_pkg_config("${moved}" consumer_pc_moved)
+message(STATUS "downstream consumer built and ran against ${prefix} (CMake and pkg-config), "
+               "and by pkg-config again once the tree moved to ${moved}")

@@ -324,6 +324,9 @@ struct AwaitInPlace {
   }
   auto await_resume() { return awaiter.await_resume(); }
 };
+// Spelled out: clang before 17 does not deduce an aggregate's template arguments (P1816).
+template <class A>
+AwaitInPlace(A&) -> AwaitInPlace<A>;
 
 // Catches the same race through the public API: a TcpStream read built before close() ran on
 // the connection that reused the stream's descriptor.

@@ -1,6 +1,7 @@
 // Logging facade of arbor's own layers: one spdlog logger, "arbor", its level from ARBOR_LOG
-// (trace|debug|info|warn|error|off; default info). Used for start-up, configuration and
-// failures, never on a per-operation hot path.
+// (trace|debug|info|warn|error|off; default warn: a library says nothing unless something needs
+// attention or it is asked to). Used for start-up, configuration and failures, never on a
+// per-operation hot path; start-up and configuration lines are info.
 //
 // Invariant: only arbor's own build sees this header. It belongs to no layer (io, runtime and
 // http each link the log/ target privately), it is never installed, and no installed header
@@ -15,7 +16,7 @@
 
 namespace arbor::log {
 
-/// The logger, created on first use. An unknown ARBOR_LOG value logs a warning and keeps info.
+/// The logger, created on first use. An unknown ARBOR_LOG value logs a warning and keeps warn.
 spdlog::logger& logger();
 
 template <class... Args>

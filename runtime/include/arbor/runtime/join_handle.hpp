@@ -45,8 +45,12 @@ namespace detail {
 inline void* const kDone = reinterpret_cast<void*>(std::uintptr_t{1});
 inline void* const kJoinCancelled = reinterpret_cast<void*>(std::uintptr_t{2});
 
-struct SpawnCore {
-  sched::WorkItem start{nullptr};
+// A spawned task's frame is its own start item: the WorkItem is a base, not a member, so the
+// start function gets back to the promise with static_casts (sched::owner_of), which hold for
+// any layout. `scope` is a unique_ptr, which is not standard-layout everywhere (clang 14 with
+// libstdc++ 12), so a first-member cast would not be portable here.
+struct SpawnCore : sched::WorkItem {
+  SpawnCore() noexcept : sched::WorkItem(nullptr) {}
   std::atomic<void*> waiter{nullptr};
   std::atomic<int> refs{2};
   // Futex word for blocking joins: 0 running, 1 done, 2 running with a thread blocked on it
@@ -55,7 +59,6 @@ struct SpawnCore {
   Runtime* runtime = nullptr;
   std::unique_ptr<StopScope> scope;  // abortable tasks only: the context they run under
 };
-static_assert(offsetof(SpawnCore, start) == 0, "sched::owner_of<SpawnCore> needs start first");
 
 void spawned_finished(Runtime& runtime) noexcept;
 /// Queues `item` on `runtime`'s workers (or runs it inline, dropped, if they are stopping).

@@ -120,12 +120,12 @@ class Runtime {
     }
     p.set_context(context);
     p.runtime = this;
-    p.start.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
+    p.fn = &start_spawned<typename JoinHandle<T>::promise_type>;
     live_.fetch_add(1, std::memory_order_relaxed);
     const bool local = sched::Scheduler::current() == scheduler_.get();
     // Refused (the scheduler is stopping): submit has already dropped the start item, which
     // resumes the task here; it must not be dropped again (see Scheduler::submit).
-    scheduler_->submit(p.start, local);
+    scheduler_->submit(static_cast<sched::WorkItem&>(p), local);
     return JoinHandle<T>(h);
   }
 
