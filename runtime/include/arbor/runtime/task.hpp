@@ -4,9 +4,15 @@
 //   destroys its frame without running it.
 // - Move-only and awaited once: `co_await std::move(task)`; awaiting an lvalue does not
 //   compile, so a task cannot be awaited twice by accident.
-// - Symmetric transfer: starting a child and returning to the parent are tail calls
-//   (await_suspend returns the next handle), so a long synchronous chain of tasks does not
-//   grow the stack.
+// - No stack growth for tasks that complete without waiting, in any build: a loop awaiting a
+//   million such tasks runs in constant stack. Where the compiler turns symmetric transfer
+//   into tail calls (optimised builds without a sanitizer: ARBOR_TASK_TAIL_CALLS, below),
+//   starting a child and returning to the parent are tail calls, so deep nesting (a task
+//   awaiting a task awaiting a task...) is flat too. Elsewhere (-O0 Debug, ASan, TSan) a
+//   symmetric transfer is a plain call, and a loop of them overflowed the stack; there the
+//   child starts inside the awaiter's await_suspend and, if it ends before that returns, the
+//   parent simply goes on (await_suspend returns false): the loop stays flat, and nesting
+//   uses a frame per level, as nested function calls do.
 // - Exceptions thrown in the task are rethrown from co_await in the awaiter.
 // - Context: each task carries a pointer to a TaskContext (its Runtime and the stop_token
 //   that cancels its IO); an awaited task inherits its awaiter's. Only a pointer is copied:
@@ -16,6 +22,7 @@
 // - Frames come from frame_pool (per-thread size-class caches) unless ARBOR_POOL_FRAMES=0.
 #pragma once
 
+#include <atomic>
 #include <coroutine>
 #include <exception>
 #include <stop_token>
@@ -24,6 +31,26 @@
 #include <variant>
 
 #include "arbor/runtime/frame_pool.hpp"
+
+// 1 where symmetric transfer compiles to a tail call: optimised, no sanitizer (they keep the
+// calls). A program may define it to 0 to force the other way (correct everywhere, with a
+// frame per nesting level); 1 where the compiler does not make the tail calls (GCC at -O1 or
+// -Og) lets a long loop of tasks that complete at once grow the stack.
+#ifndef ARBOR_TASK_TAIL_CALLS
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define ARBOR_DETAIL_SANITIZED 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
+    __has_feature(memory_sanitizer) || __has_feature(undefined_behavior_sanitizer)
+#define ARBOR_DETAIL_SANITIZED 1
+#endif
+#endif
+#if defined(__OPTIMIZE__) && !defined(ARBOR_DETAIL_SANITIZED)
+#define ARBOR_TASK_TAIL_CALLS 1
+#else
+#define ARBOR_TASK_TAIL_CALLS 0
+#endif
+#endif
 
 namespace arbor {
 
@@ -91,6 +118,11 @@ class PromiseBase {
   }
 
   std::coroutine_handle<> continuation = std::noop_coroutine();
+  // The awaiter has let go: the task's end resumes `continuation`. Set before the start where
+  // the start is a tail call; otherwise the awaiter and the task's end each exchange it, and
+  // whichever comes second carries the parent on (the awaiter by not suspending, the end by
+  // resuming it). A task on its own (never awaited) ends with it false and resumes nothing.
+  std::atomic<bool> handed_over{false};
 
  private:
   const TaskContext* context_ = &kNoContext;
@@ -122,7 +154,14 @@ struct FinalAwaiter {
   bool await_ready() const noexcept { return false; }
   template <class P>
   std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) noexcept {
-    return h.promise().continuation;  // the awaiter, or noop for a root
+    auto& p = h.promise();
+    // The load first: where the awaiter handed over before the start, no locked instruction.
+    // Acquire (and acq_rel): the awaiter's writes before its hand-over come before our resume
+    // of it; release: ours come before it goes on without suspending.
+    if (p.handed_over.load(std::memory_order_acquire) ||
+        p.handed_over.exchange(true, std::memory_order_acq_rel))
+      return p.continuation;       // the awaiter, or noop for a root
+    return std::noop_coroutine();  // ended inside the awaiter's start: the awaiter goes on
   }
   void await_resume() const noexcept {}
 };
@@ -205,19 +244,47 @@ class [[nodiscard]] Task {
   struct Awaiter {
     handle_type handle;
     bool await_ready() const noexcept { return false; }
+#if ARBOR_TASK_TAIL_CALLS
     template <class P>
     std::coroutine_handle<> await_suspend(std::coroutine_handle<P> parent) noexcept {
-      handle.promise().continuation = parent;
-      handle.promise().inherit(&detail::context_of(parent));
-      return handle;  // start the child as a tail call
+      auto& promise = handle.promise();
+      promise.continuation = parent;
+      promise.inherit(&detail::context_of(parent));
+      // Relaxed: the child's end runs after its start on this thread, or on another thread
+      // that the scheduler's hand-off (a release/acquire pair) ordered after it.
+      promise.handed_over.store(true, std::memory_order_relaxed);
+      return handle;  // start the child as a tail call; its end resumes us as one
     }
-    T await_resume() { return handle.promise().take(); }
+#else
+    template <class P>
+    bool await_suspend(std::coroutine_handle<P> parent) noexcept {
+      auto& promise = handle.promise();
+      promise.continuation = parent;
+      promise.inherit(&detail::context_of(parent));
+      std::atomic<bool>& handed_over = promise.handed_over;
+      handle.resume();  // until the child first waits, or ends
+      // `this` lives in our frame, which the child's end may be resuming on another thread by
+      // now: from here on only the flag is touched (the child's frame outlives our exchange:
+      // if the child ended first it waits at its end, unresumed, for our frame to destroy it).
+      // False (the child has ended): we go on here, and the stack does not grow.
+      return !handed_over.exchange(true, std::memory_order_acq_rel);
+    }
+#endif
+    T await_resume() {
+      return handle.promise().take();
+    }
   };
-  Awaiter operator co_await() && noexcept { return Awaiter{handle_}; }
+  Awaiter operator co_await() && noexcept {
+    return Awaiter{handle_};
+  }
 
   /// For the runtime: run this task under `context` instead of its awaiter's.
-  void set_context(const TaskContext* context) noexcept { handle_.promise().set_context(context); }
-  handle_type release() noexcept { return std::exchange(handle_, {}); }
+  void set_context(const TaskContext* context) noexcept {
+    handle_.promise().set_context(context);
+  }
+  handle_type release() noexcept {
+    return std::exchange(handle_, {});
+  }
 
  private:
   explicit Task(handle_type handle) noexcept : handle_(handle) {}
