@@ -75,18 +75,9 @@ std::atomic<void (*)()> spare_started_hook{nullptr};
 
 namespace {
 
-using detail::after_park_wake_hook;
-using detail::before_park_count_hook;
-using detail::before_park_sleep_hook;
-using detail::driver_asleep;
-using detail::inside_park_hook;
-using detail::kDriverAsleep;
 using detail::kSearchingOne;
 using detail::kUnparkedOne;
-using detail::release_unwoken_hook;
-using detail::release_woke_hook;
 using detail::searching_of;
-using detail::tail_clock_start_hook;
 using detail::unparked_of;
 
 // How often a worker looks at the global queue before its own, so that a worker busy with a
@@ -113,31 +104,31 @@ std::uint64_t items_taken(const LocalQueue& own, const GlobalQueue& global, bool
 }  // namespace
 
 void test_hooks::set_inside_park(void (*hook)()) noexcept {
-  inside_park_hook.store(hook, std::memory_order_relaxed);
+  detail::inside_park_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_tail_clock_start(void (*hook)()) noexcept {
-  tail_clock_start_hook.store(hook, std::memory_order_relaxed);
+  detail::tail_clock_start_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_before_park_count(void (*hook)()) noexcept {
-  before_park_count_hook.store(hook, std::memory_order_relaxed);
+  detail::before_park_count_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_before_park_sleep(void (*hook)()) noexcept {
-  before_park_sleep_hook.store(hook, std::memory_order_relaxed);
+  detail::before_park_sleep_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_release_unwoken(void (*hook)()) noexcept {
-  release_unwoken_hook.store(hook, std::memory_order_relaxed);
+  detail::release_unwoken_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_release_woke(void (*hook)()) noexcept {
-  release_woke_hook.store(hook, std::memory_order_relaxed);
+  detail::release_woke_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_after_park_wake(void (*hook)()) noexcept {
-  after_park_wake_hook.store(hook, std::memory_order_relaxed);
+  detail::after_park_wake_hook.store(hook, std::memory_order_relaxed);
 }
 
 void test_hooks::set_spare_started(void (*hook)()) noexcept {
@@ -312,7 +303,7 @@ bool Scheduler::submit(WorkItem& item, bool prefer_local, std::uint64_t weight) 
       w->timing_tail = true;
       w->tail_local = prefer_local;
       w->tail_taken = taken;
-      if (auto* hook = tail_clock_start_hook.load(std::memory_order_relaxed)) hook();
+      if (auto* hook = detail::tail_clock_start_hook.load(std::memory_order_relaxed)) hook();
       w->queued_at = detail::cycle_ticks();
     }
     return true;
