@@ -16,6 +16,26 @@
 namespace arbor::http {
 namespace {
 
+// Whether an Expect field value's list (RFC 9110 §10.1.1, case-insensitive) has 100-continue.
+bool expects_continue(std::string_view value) noexcept {
+  constexpr std::string_view kWanted = "100-continue";
+  while (!value.empty()) {
+    const std::size_t comma = value.find(',');
+    std::string_view m = value.substr(0, comma);
+    while (!m.empty() && (m.front() == ' ' || m.front() == '\t'))
+      m.remove_prefix(1);
+    while (!m.empty() && (m.back() == ' ' || m.back() == '\t'))
+      m.remove_suffix(1);
+    if (m.size() == kWanted.size() &&
+        std::equal(m.begin(), m.end(), kWanted.begin(),
+                   [](char a, char b) { return (a >= 'A' && a <= 'Z' ? a - 'A' + 'a' : a) == b; }))
+      return true;
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 constexpr std::size_t kOutCapacity = 16 * 1024;
 constexpr std::size_t kScratchCapacity = 16 * 1024;
 // Lingering before a close (linger()), after nginx's lingering_close: a client still sending
@@ -183,6 +203,7 @@ bool Server::Connection::take_body() noexcept {
   }
   if (head + length <= in_capacity_) {  // fits: wait for it, then parse the head again
     need_ = head + length;
+    send_continue_if_expected();  // before the reset: the head's fields go with it
     parser_.reset();
     status_ = RequestParser::Status::incomplete;
     return false;
@@ -200,7 +221,23 @@ bool Server::Connection::take_body() noexcept {
   std::memcpy(body_buffer_.get(), in_ + begin_ + head, body_have_);
   end_ = begin_ + head;
   reading_body_ = true;
+  send_continue_if_expected();
   return false;
+}
+
+// RFC 9110 §10.1.1: a client that sent "Expect: 100-continue" may wait for a 100 before it sends
+// the body, so one goes out before the server waits for the body (a client without a fallback
+// waited for the idle timeout; curl waits a second). Once per request (the head may be parsed
+// again as its body arrives); never to HTTP/1.0 (§15.2). A request whose head alone decides the
+// reply (an error, a 503 for want of a body buffer) gets that reply instead, and no 100.
+void Server::Connection::send_continue_if_expected() noexcept {
+  static constexpr std::string_view k100 = "HTTP/1.1 100 Continue\r\n\r\n";
+  const Request& request = parser_.request();
+  if (continued_ || request.version_minor == 0) return;
+  if (!expects_continue(request.field("expect")) || out_.room() < k100.size())
+    return;  // no room: the replies queued before it go first, and the client falls back
+  out_.put(k100);
+  continued_ = true;
 }
 
 // Feeds the decoder what follows the head in the input buffer. True once the body is whole
@@ -221,6 +258,7 @@ bool Server::Connection::decode_chunked() noexcept {
     }
     end_ = from;  // all of it decoded: the next read goes right behind the head
     reading_body_ = true;
+    send_continue_if_expected();
     return false;
   }
   reading_body_ = false;
@@ -286,6 +324,7 @@ void Server::Connection::answer() {
     // end_ already stops at the head) in the body buffer.
     begin_ += parser_.head_size() + body_in_input_;
     body_ = {};
+    continued_ = false;
     request_started_ = 0;
     closing_ = !keep_alive_;
     parser_.reset();

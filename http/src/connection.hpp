@@ -128,6 +128,7 @@ class Server::Connection {
   };
 
   bool take_body() noexcept;
+  void send_continue_if_expected() noexcept;
   bool decode_chunked() noexcept;
   void answer();
   void put_head() noexcept;
@@ -161,6 +162,7 @@ class Server::Connection {
   ChunkedDecoder decoder_;
   std::string_view body_;             // the current request's
   std::size_t body_in_input_ = 0;     // how much of the input, after the head, body_ used
+  bool continued_ = false;            // a 100 (Continue) went out for the current request
   int error_status_ = 0;              // of the current error reply
   std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
   RequestParser::Status status_ = RequestParser::Status::incomplete;

@@ -176,6 +176,64 @@ TEST(HttpServerApi, RunReturnsOnlyOnceEveryConnectionHasEnded) {
   server->reset();  // what a caller does next; ASan checks nothing is touched after this
 }
 
+// RFC 9110 §10.1.1: a client that sends "Expect: 100-continue" waits for a 100 before its body
+// (nothing was sent until the body came: a client without a fallback waited for the idle
+// timeout). One 100 per request, for a body sent whole, in a buffer, or chunked; none to
+// HTTP/1.0, and none when the body is already there.
+TEST(HttpServerApi, Rfc9110_10_1_1_AnExpectedContinueIsSentBeforeTheBody) {
+  Runtime rt;
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  auto server = Server::bind(rt, options, [](const Request& r, std::span<char>) -> Reply {
+    return {200, "text/plain", "got " + std::to_string(r.body.size()), {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  const int port = (*server)->local_address().port();
+  auto running = rt.spawn((*server)->run());
+  const std::string big(100'000, 'b');  // beyond the input buffer: a body buffer
+  const struct {
+    std::string head, body;
+    const char* reply;
+  } cases[] = {
+      {"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 5\r\n\r\n", "hello",
+       "got 5"},
+      {"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-Continue\r\nContent-Length: 100000\r\n\r\n", big,
+       "got 100000"},
+      {"POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nTransfer-Encoding: chunked\r\n\r\n",
+       "3\r\nabc\r\n0\r\n\r\n", "got 3"},
+  };
+  for (const auto& k : cases) {
+    http_test::Client c(port);
+    ASSERT_TRUE(c.send(k.head));
+    const auto interim = c.read_response();
+    EXPECT_EQ(interim.status, 100) << k.head;
+    ASSERT_TRUE(c.send(k.body));
+    const auto final_reply = c.read_response();
+    EXPECT_EQ(final_reply.status, 200) << k.head;
+    EXPECT_EQ(final_reply.body, k.reply) << k.head;
+  }
+  {  // the body with the head: no 100 (it would only be noise), the reply at once
+    http_test::Client c(port);
+    ASSERT_TRUE(
+        c.send("POST / HTTP/1.1\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: "
+               "2\r\nConnection: close\r\n\r\nhi"));
+    const std::string all = c.read_all();
+    EXPECT_EQ(all.substr(0, 12), "HTTP/1.1 200") << all;
+    EXPECT_EQ(all.find("100 Continue"), std::string::npos) << all;
+  }
+  {  // HTTP/1.0: never a 1xx (RFC 9110 §15.2)
+    http_test::Client c(port);
+    ASSERT_TRUE(
+        c.send("POST / HTTP/1.0\r\nHost: h\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n"));
+    ASSERT_TRUE(c.send("hi"));
+    const std::string all = c.read_all();
+    EXPECT_EQ(all.substr(0, 12), "HTTP/1.1 200") << all;
+    EXPECT_EQ(all.find("100 Continue"), std::string::npos) << all;
+  }
+  (*server)->shutdown();
+  running.join_blocking();
+}
+
 TEST(HttpServerApi, BindRefusesBadOptions) {
   Runtime rt;
   auto handler = [](const Request&, std::span<char>) { return Reply{200, "text/plain", "", {}}; };
