@@ -61,7 +61,7 @@ arbor::Task<bool> serve(arbor::Runtime& rt, const lines::Config& config) {
     ok = co_await hand_written(*stream, meter);
   else
     ok = co_await buffered(*stream, meter);
-  co_return ok && meter.report("arbor");
+  co_return ok&& meter.report("arbor");
 }
 
 }  // namespace

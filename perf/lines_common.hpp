@@ -106,8 +106,10 @@ class Meter {
   }
   /// Prints the report; false (and a message) if the lines read are not the lines sent.
   bool report(const char* runtime) const {
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-    const unsigned long long allocs = allocations.load(std::memory_order_relaxed) - allocations_at_start_;
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+    const unsigned long long allocs =
+        allocations.load(std::memory_order_relaxed) - allocations_at_start_;
     const auto expected = static_cast<unsigned long long>(config_.lines) *
                           static_cast<unsigned long long>(config_.line_bytes - 1);
     if (lines_ != static_cast<unsigned long long>(config_.lines) || bytes_ != expected) {

@@ -32,10 +32,10 @@ asio::awaitable<bool> coro(tcp::socket& socket, lines::Meter& meter) {
   data.reserve(kBufferBytes);
   for (;;) {
     boost::system::error_code ec;
-    const std::size_t n = co_await asio::async_read_until(
-        socket, asio::dynamic_buffer(data, kBufferBytes), '\n',
-        asio::redirect_error(asio::use_awaitable, ec));
-    if (ec) co_return ec == asio::error::eof && data.empty();
+    const std::size_t n =
+        co_await asio::async_read_until(socket, asio::dynamic_buffer(data, kBufferBytes), '\n',
+                                        asio::redirect_error(asio::use_awaitable, ec));
+    if (ec) co_return ec == asio::error::eof&& data.empty();
     meter.line(n - 1);
     data.erase(0, n);
   }

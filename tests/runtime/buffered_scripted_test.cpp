@@ -159,7 +159,10 @@ TEST_F(BufferedScripted, AStreamErrorKeepsWhatWasBuffered) {
   auto stream = ScriptedStream::split("par", {});
   stream.error = std::make_error_code(std::errc::connection_reset);
   BufferedReader reader(stream, 64);
-  auto line = run(reader.read_line());
+  auto read = [](BufferedReader<ScriptedStream>& r) -> Task<Result<std::string_view>> {
+    co_return co_await r.read_line();
+  };
+  auto line = run(read(reader));
   ASSERT_FALSE(line);
   EXPECT_EQ(line.error(), std::errc::connection_reset);
   EXPECT_EQ(as_string(reader.buffered()), "par");

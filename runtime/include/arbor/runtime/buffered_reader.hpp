@@ -26,7 +26,8 @@
 // is never more than the capacity, since a line is returned as one view into the buffer).
 //
 // Threading: one task at a time, like the stream's own read side. Every awaitable here is a
-// Task: move-only, awaited once, cancelled with its caller (with_timeout, when_any compose).
+// Task, or (read_line, read_until) one that runs a Task only when it must wait for the stream:
+// move-only, lazy, awaited once, cancelled with its caller (with_timeout, when_any compose).
 #pragma once
 
 #include <algorithm>
@@ -34,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -41,6 +43,7 @@
 #include "arbor/runtime/buffer_storage.hpp"
 #include "arbor/runtime/byte_stream.hpp"
 #include "arbor/runtime/error.hpp"
+#include "arbor/runtime/ready_or_task.hpp"
 #include "arbor/runtime/task.hpp"
 
 namespace arbor {
@@ -96,36 +99,38 @@ class BufferedReader {
     co_return buffered();
   }
 
+  /// What read_until and read_line give when awaited: Result<std::string_view>. Completes at
+  /// once, with no coroutine frame, when the line is already buffered; otherwise runs a Task.
+  class UntilOp;
+  using LineAwaitable = detail::ReadyOrTask<Result<std::string_view>, UntilOp>;
+
   /// The bytes up to and including the next `delimiter`, consumed. frame_too_long if none
   /// comes within min(max, capacity()) bytes.
-  Task<Result<std::string_view>> read_until(char delimiter, std::size_t max = kNoLimit) {
-    const std::size_t limit = std::min(max, capacity());
-    std::size_t scanned = 0;  // buffered bytes known to hold no delimiter: each byte looked at once
-    for (;;) {
-      const std::size_t look = std::min(end_ - begin_, limit);
-      const char* start = chars() + begin_;
-      if (const void* hit = std::memchr(start + scanned, delimiter, look - scanned)) {
-        const auto n = static_cast<std::size_t>(static_cast<const char*>(hit) - start) + 1;
-        begin_ += n;
-        co_return std::string_view(start, n);
-      }
-      scanned = look;
-      if (scanned >= limit) co_return make_error_code(Errc::frame_too_long);
-      auto got = co_await read_more();
-      if (!got) co_return got.error();
-      if (*got == 0) co_return ended();
-    }
+  LineAwaitable read_until(char delimiter, std::size_t max = kNoLimit) noexcept {
+    return LineAwaitable(UntilOp{this, delimiter, std::min(max, capacity()), false});
   }
-
   /// The next line without its "\n" or "\r\n" (a lone '\r' elsewhere is kept), consumed.
   /// `max` counts the line with its line ending.
-  Task<Result<std::string_view>> read_line(std::size_t max = kNoLimit) {
-    auto line = co_await read_until('\n', max);
-    if (!line) co_return line.error();
-    std::string_view text = line->substr(0, line->size() - 1);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    co_return text;
+  LineAwaitable read_line(std::size_t max = kNoLimit) noexcept {
+    return LineAwaitable(UntilOp{this, '\n', std::min(max, capacity()), true});
   }
+
+  class UntilOp {
+   public:
+    UntilOp(BufferedReader* reader, char delimiter, std::size_t limit, bool line) noexcept
+        : reader_(reader), delimiter_(delimiter), line_(line), limit_(limit) {}
+    std::optional<Result<std::string_view>> try_now() {
+      std::size_t scanned = 0;
+      return reader_->find(delimiter_, limit_, line_, scanned);
+    }
+    Task<Result<std::string_view>> wait() { return reader_->wait_until(delimiter_, limit_, line_); }
+
+   private:
+    BufferedReader* reader_;
+    char delimiter_;
+    bool line_;
+    std::size_t limit_;
+  };
 
   /// Skips past the next `delimiter` (included), however far it is, buffered or not: how to
   /// get past a line that was frame_too_long. Gives the bytes skipped.
@@ -182,6 +187,40 @@ class BufferedReader {
     if (n != 0) std::memcpy(out.data(), storage_.data() + begin_, n);
     begin_ += n;
     return n;
+  }
+
+  // Looks for `delimiter` in the buffered bytes past `scanned` (bytes already known to hold
+  // none: each byte is looked at once however many reads a line takes): the record, consumed
+  // (without its line ending if `line`), or frame_too_long once `limit` bytes hold none, or
+  // nothing if more must be read. `scanned` grows to what was looked at.
+  std::optional<Result<std::string_view>> find(char delimiter, std::size_t limit, bool line,
+                                               std::size_t& scanned) noexcept {
+    const std::size_t look = std::min(end_ - begin_, limit);
+    const char* start = chars() + begin_;
+    if (const void* hit = std::memchr(start + scanned, delimiter, look - scanned)) {
+      const auto n = static_cast<std::size_t>(static_cast<const char*>(hit) - start) + 1;
+      begin_ += n;
+      std::string_view record(start, n);
+      if (line) {
+        record.remove_suffix(1);
+        if (!record.empty() && record.back() == '\r') record.remove_suffix(1);
+      }
+      return Result<std::string_view>(record);
+    }
+    scanned = look;
+    if (scanned >= limit) return Result<std::string_view>(make_error_code(Errc::frame_too_long));
+    return std::nullopt;
+  }
+
+  // find(), reading more until it gives an answer.
+  Task<Result<std::string_view>> wait_until(char delimiter, std::size_t limit, bool line) {
+    std::size_t scanned = 0;
+    for (;;) {
+      if (auto found = find(delimiter, limit, line, scanned)) co_return std::move(*found);
+      auto got = co_await read_more();
+      if (!got) co_return got.error();
+      if (*got == 0) co_return ended();
+    }
   }
 
   // The error for a stream that ended: clean with nothing buffered, else mid-frame.
