@@ -155,6 +155,23 @@ TEST_F(BufferedScripted, ReadLineStripsCrLfAndLfButKeepsOtherCarriageReturns) {
   }
 }
 
+TEST_F(BufferedScripted, ALineAwaitableIsLazyAndTheFastPathMakesNoTask) {
+  auto stream = ScriptedStream::split("one\ntwo\nthree\n", {});
+  BufferedReader reader(stream, 64);
+  auto body = [](BufferedReader<ScriptedStream>& r) -> Task<std::string> {
+    auto first = co_await r.read_line();  // one read of the stream, all three lines in
+    if (!first || *first != "one") co_return "first";
+    { auto dropped = r.read_line(); }  // made, never awaited: consumes nothing
+    auto pending = r.read_line();
+    auto second = co_await std::move(pending);  // awaited later: reads then, from the buffer
+    if (!second || *second != "two") co_return "second";
+    auto third = co_await r.read_line();
+    if (!third || *third != "three" || r.stream().reads != 1) co_return "third";
+    co_return "ok";
+  };
+  EXPECT_EQ(run(body(reader)), "ok");
+}
+
 TEST_F(BufferedScripted, AStreamErrorKeepsWhatWasBuffered) {
   auto stream = ScriptedStream::split("par", {});
   stream.error = std::make_error_code(std::errc::connection_reset);
