@@ -65,6 +65,7 @@ perf: release
 	perf/compare-roundtrip
 	perf/compare-spawn
 	perf/compare-echo
+	perf/compare-lines
 	perf/http/compare
 
 format:
