@@ -8,8 +8,9 @@
 //   }
 //
 // Buffer: one fixed buffer, either allocated once by the constructor (owned) or given by the
-// caller (borrowed: it must outlive the reader). Nothing allocates per line; the only
-// allocations in steady state are the coroutine frames, which come from arbor's frame pool.
+// caller (borrowed: it must outlive the reader). Nothing allocates per line: a line already
+// buffered is returned without a coroutine frame, and the frame of a read that must wait for
+// the stream comes from arbor's frame pool.
 //
 // Views: a string_view or span returned by any call points into the buffer and stays valid
 // until the next non-const call on this reader (which may move the unread bytes to the
@@ -50,6 +51,8 @@ namespace arbor {
 
 template <ReadStream S>
 class BufferedReader {
+  class UntilOp;  // read_until's step, for LineAwaitable (below, private)
+
  public:
   static constexpr std::size_t kDefaultCapacity = 8 * 1024;
   static constexpr std::size_t kNoLimit = static_cast<std::size_t>(-1);
@@ -101,7 +104,6 @@ class BufferedReader {
 
   /// What read_until and read_line give when awaited: Result<std::string_view>. Completes at
   /// once, with no coroutine frame, when the line is already buffered; otherwise runs a Task.
-  class UntilOp;
   using LineAwaitable = detail::ReadyOrTask<Result<std::string_view>, UntilOp>;
 
   /// The bytes up to and including the next `delimiter`, consumed. frame_too_long if none
@@ -114,23 +116,6 @@ class BufferedReader {
   LineAwaitable read_line(std::size_t max = kNoLimit) noexcept {
     return LineAwaitable(UntilOp{this, '\n', std::min(max, capacity()), true});
   }
-
-  class UntilOp {
-   public:
-    UntilOp(BufferedReader* reader, char delimiter, std::size_t limit, bool line) noexcept
-        : reader_(reader), delimiter_(delimiter), line_(line), limit_(limit) {}
-    std::optional<Result<std::string_view>> try_now() {
-      std::size_t scanned = 0;
-      return reader_->find(delimiter_, limit_, line_, scanned);
-    }
-    Task<Result<std::string_view>> wait() { return reader_->wait_until(delimiter_, limit_, line_); }
-
-   private:
-    BufferedReader* reader_;
-    char delimiter_;
-    bool line_;
-    std::size_t limit_;
-  };
 
   /// Skips past the next `delimiter` (included), however far it is, buffered or not: how to
   /// get past a line that was frame_too_long. Gives the bytes skipped.
@@ -179,6 +164,24 @@ class BufferedReader {
   }
 
  private:
+  // What a LineAwaitable asks: the record if it is buffered (try_now), or the Task that waits.
+  class UntilOp {
+   public:
+    UntilOp(BufferedReader* reader, char delimiter, std::size_t limit, bool line) noexcept
+        : reader_(reader), delimiter_(delimiter), line_(line), limit_(limit) {}
+    std::optional<Result<std::string_view>> try_now() {
+      std::size_t scanned = 0;
+      return reader_->find(delimiter_, limit_, line_, scanned);
+    }
+    Task<Result<std::string_view>> wait() { return reader_->wait_until(delimiter_, limit_, line_); }
+
+   private:
+    BufferedReader* reader_;
+    char delimiter_;
+    bool line_;
+    std::size_t limit_;
+  };
+
   const char* chars() const noexcept { return reinterpret_cast<const char*>(storage_.data()); }
 
   // Copies buffered bytes into `out`, consuming them; returns how many.
