@@ -69,6 +69,7 @@ perf: release
 	perf/compare-spawn
 	perf/compare-runtime-lifecycle
 	perf/compare-echo
+	perf/compare-lines
 	perf/http/compare
 
 format:

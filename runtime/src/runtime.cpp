@@ -31,6 +31,10 @@ class ErrorCategory final : public std::error_category {
         return "channel empty: no message now";
       case Errc::channel_lagged:
         return "receiver lagged behind the channel and missed messages";
+      case Errc::frame_too_long:
+        return "line or frame longer than the maximum (nothing was consumed)";
+      case Errc::incomplete_frame:
+        return "end of stream in the middle of a line or frame";
     }
     return "unknown arbor error";
   }

@@ -12,6 +12,9 @@ enum class Errc {
   channel_full,       // try_send: a bounded channel has no room now
   channel_empty,      // try_recv: no message now (the channel is still open)
   channel_lagged,     // broadcast: this receiver fell behind and missed messages
+  frame_too_long,     // buffered reads: no delimiter (or a length prefix over the maximum)
+                      // within the maximum; nothing was consumed
+  incomplete_frame,   // buffered reads: the peer closed in the middle of a line or frame
 };
 
 const std::error_category& error_category() noexcept;
