@@ -26,6 +26,7 @@
 #include "arbor/http/date.hpp"
 #include "arbor/http/request_parser.hpp"
 #include "arbor/http/server.hpp"
+#include "arbor/io/socket.hpp"
 
 namespace arbor::http {
 
@@ -73,6 +74,8 @@ class Server::Connection {
   enum class ReadNow { got, nothing, ended };
   ReadNow read_now() noexcept;
   bool has_buffers() const noexcept { return block_ != nullptr; }
+  /// Shuts down the connection's read side: its next read sees end of stream.
+  void shut_down_reads() noexcept { (void)io::shutdown(watch_.fd, io::ShutdownHow::read); }
   /// The size of the block a connection borrows under `limits`.
   static std::size_t block_size(const Limits& limits) noexcept;
 

@@ -4,6 +4,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -73,6 +74,12 @@ std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
                                                  : SHUT_RDWR;
   if (::shutdown(fd_of(handle), native) != 0) return last_error();
   return {};
+}
+
+Result<std::size_t> bytes_readable(Handle handle) noexcept {
+  int n = 0;
+  if (::ioctl(fd_of(handle), FIONREAD, &n) != 0) return last_error();
+  return static_cast<std::size_t>(n);
 }
 
 void close_handle(Handle handle) noexcept {

@@ -104,6 +104,12 @@ std::error_code shutdown(Handle handle, ShutdownHow how) noexcept {
   return {};
 }
 
+Result<std::size_t> bytes_readable(Handle handle) noexcept {
+  u_long n = 0;
+  if (auto failed = check(::ioctlsocket(socket_of(handle), FIONREAD, &n))) return failed;
+  return static_cast<std::size_t>(n);
+}
+
 void close_handle(Handle handle) noexcept {
   if (handle != kInvalidHandle) ::closesocket(socket_of(handle));
 }

@@ -24,6 +24,8 @@ enum class ShutdownHow { read, write, both };
 /// valid and owned by whoever owned it). Safe to call from any thread while operations are
 /// pending on the socket: they complete as the direction ends.
 std::error_code shutdown(Handle handle, ShutdownHow how) noexcept;
+/// Bytes that have arrived on a connected socket and wait to be read (FIONREAD).
+Result<std::size_t> bytes_readable(Handle handle) noexcept;
 /// Closes a handle that is not attached to an engine.
 void close_handle(Handle handle) noexcept;
 
