@@ -186,7 +186,15 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
   // go back to the pool, it leaves the list), so returning first let the caller destroy the
   // server under it (HttpServerApi.RunReturnsOnlyOnceEveryConnectionHasEnded). Acquire pairs
   // with ~Connection's release: its last use of the server comes before our return.
-  const auto until = std::chrono::steady_clock::now() + drain;
+  // Held at the end of time when the sum would pass it: milliseconds::max() (no deadline)
+  // overflowed to a deadline already past, and every connection was ended at once
+  // (HttpServerApi.ADrainTooLongToAddToTheClockEndsNoConnectionEarly).
+  const auto now = std::chrono::steady_clock::now();
+  using Wide = std::chrono::duration<long double, std::nano>;
+  const auto until =
+      Wide(drain) >= Wide(std::chrono::steady_clock::time_point::max() - now)
+          ? std::chrono::steady_clock::time_point::max()
+          : now + std::chrono::duration_cast<std::chrono::steady_clock::duration>(drain);
   while (active_.load(std::memory_order_acquire) > 0) {
     if (!ending_ && std::chrono::steady_clock::now() >= until) end_connections();
     if (co_await sleep_for(std::chrono::milliseconds(5))) continue;

@@ -295,6 +295,121 @@ TEST_P(CloseTest, ConnectionsAcceptedButNotTakenCloseWithTheListener) {
       << open_descriptors() << " descriptors open, " << before << " before";
 }
 
+// A write waiting for room (its socket's send buffer full) is pending: a close before it runs
+// again cancels it. One worker, so the order is fixed: the writer parks; a task then makes
+// room (the peer reads), waits until the engine has delivered what that readiness (or, on
+// io_uring, the kernel's send) produced, which queues behind it on the only worker, and closes
+// the stream. On epoll the delivered retry then ran send(2) on the closed socket, sent its
+// bytes after close() had returned and reported them written; io_uring reports the send as
+// cancelled.
+TEST_P(CloseTest, AWriteWaitingForRoomIsCancelledByACloseBeforeItRunsAgain) {
+  auto rt = test::make_runtime(GetParam(), /*workers=*/1);
+  ASSERT_TRUE(rt);
+  int written = 0, other = 0;
+  auto listener = TcpListener::bind(*rt, Address::loopback_v4(0));
+  ASSERT_TRUE(listener);
+  const Address address = *listener->local_address();
+  for (int round = 0; round < kRounds / 10; ++round) {
+    auto accepting = rt->spawn(listener->accept());
+    int client = -1;
+    ASSERT_EQ(blocking_connect(address, &client), 0);
+    auto server = accepting.join_blocking();
+    ASSERT_TRUE(server);
+    const int fd = static_cast<int>(server->native_handle());
+    // Full: nothing pending on the stream yet, so a plain send from this thread is harmless.
+    std::vector<std::byte> chunk(64 * 1024);
+    while (::send(fd, chunk.data(), chunk.size(), MSG_DONTWAIT | MSG_NOSIGNAL) > 0) {
+    }
+    ASSERT_TRUE(errno == EAGAIN || errno == EWOULDBLOCK) << errno;
+    std::atomic<bool> started{false};
+    auto writer = rt->spawn([](TcpStream& s, std::span<const std::byte> b,
+                               std::atomic<bool>& st) -> Task<Result<std::size_t>> {
+      st.store(true);
+      co_return co_await s.write_some(b);
+    }(*server, chunk, started));
+    ASSERT_TRUE(sched::test::eventually([&] { return started.load(); }));
+    // Queued after the writer on the only worker: it runs once the writer has parked.
+    const bool delivered =
+        rt->spawn([](Runtime& r, TcpStream& s, int peer) -> Task<bool> {
+            const auto before = r.engine().counters().events;
+            const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+            char sink[64 * 1024];
+            while (r.engine().counters().events == before) {
+              while (::recv(peer, sink, sizeof sink, MSG_DONTWAIT) > 0) {
+              }
+              r.scheduler().poll_driver();  // the workers' driver, if this engine has one
+              if (std::chrono::steady_clock::now() > until) co_return false;
+            }
+            s.close();
+            co_return true;
+          }(*rt, *server, client))
+            .join_blocking();
+    ASSERT_TRUE(delivered) << "the engine delivered nothing for the room made";
+    auto n = writer.join_blocking();
+    if (n)
+      ++written;
+    else if (n.error() != std::errc::operation_canceled)
+      ++other;
+    ::close(client);
+  }
+  EXPECT_EQ(written, 0) << "of " << kRounds / 10
+                        << " rounds, a write closed before it ran again reported bytes written";
+  EXPECT_EQ(other, 0) << "of " << kRounds / 10 << " rounds, it ended with another error";
+}
+
+// Not a close: a stream whose read side is shut down (http::Server::shutdown() does this to
+// every connection to drain it) with a gather write pending, waiting for its peer to read. The
+// write must go on as the peer reads. On io_uring the shutdown's wake-up (no room for the
+// send yet) used up the request's poll: the kernel then completed the sendmsg with -EAGAIN,
+// which reached the writer as resource_unavailable_try_again (the HTTP drain then cut a
+// reply), or the send stalled until the socket was shut down entirely. A plain send (not
+// gathered) is not affected.
+TEST_P(CloseTest, AGatherWritePendingWhenTheReadSideIsShutDownGoesOn) {
+  int failed = 0;
+  std::string last;
+  auto listener = TcpListener::bind(*rt_, Address::loopback_v4(0));
+  ASSERT_TRUE(listener);
+  const Address address = *listener->local_address();
+  std::vector<std::byte> big(std::size_t{8} << 20);
+  for (int round = 0; round < kRounds / 10; ++round) {
+    auto accepting = rt_->spawn(listener->accept());
+    int client = -1;
+    ASSERT_EQ(blocking_connect(address, &client), 0);
+    auto server = accepting.join_blocking();
+    ASSERT_TRUE(server);
+    // A safety bound (a round takes milliseconds): a stalled write fails the round, not the
+    // suite.
+    timeval bound{2, 0};
+    ::setsockopt(client, SOL_SOCKET, SO_RCVTIMEO, &bound, sizeof bound);
+    auto writer = rt_->spawn([](TcpStream& s, std::span<const std::byte> b) -> Task<Result<void>> {
+      const io::ConstBuffer parts[2] = {{b.data(), 100}, {b.data() + 100, b.size() - 100}};
+      co_return co_await s.write_all(std::span<const io::ConstBuffer>(parts));
+    }(*server, big));
+    // The write is under way (bytes arrive) and cannot finish: 8 MiB is more than both
+    // sockets' buffers hold while this side reads nothing.
+    pollfd p{client, POLLIN, 0};
+    ASSERT_EQ(::poll(&p, 1, 10'000), 1);
+    ASSERT_EQ(::shutdown(static_cast<int>(server->native_handle()), SHUT_RD), 0);
+    std::size_t total = 0;
+    std::vector<char> sink(64 * 1024);
+    while (total < big.size()) {
+      const auto n = ::recv(client, sink.data(), sink.size(), 0);
+      if (n <= 0) break;
+      total += static_cast<std::size_t>(n);
+    }
+    if (total < big.size())  // stalled: end the write so that the round ends
+      ::shutdown(static_cast<int>(server->native_handle()), SHUT_RDWR);
+    auto written = writer.join_blocking();
+    if (total < big.size() || !written) {
+      ++failed;
+      last = std::to_string(total) + " of " + std::to_string(big.size()) + " bytes arrived; " +
+             (written ? "the write succeeded" : "the write failed: " + written.error().message());
+    }
+    ::close(client);
+  }
+  EXPECT_EQ(failed, 0) << "of " << kRounds / 10 << " rounds; the last: " << last;
+}
+
 INSTANTIATE_TEST_SUITE_P(Engines, CloseTest, ::testing::ValuesIn(test::engine_variants()),
                          test::engine_name);
 

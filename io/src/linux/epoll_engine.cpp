@@ -355,12 +355,28 @@ class EpollEngine final : public EngineCore {
   static void retry(const sched::Event& event, sched::Disposition disposition) noexcept {
     auto* op = static_cast<Operation*>(event.target);
     auto* self = reinterpret_cast<EpollEngine*>(static_cast<std::uintptr_t>(event.data));
-    // Dropped (the scheduler is stopping): release the busy count and report cancellation. A
-    // readable wait needs no second peek: the readiness that woke it is its answer (saving a
-    // system call per request for a server that waits this way; rarely, as with any readiness,
-    // the read after it finds nothing and waits).
-    if (disposition == sched::Disposition::drop || op->kind == OpKind::readable) {
-      auto& d = descriptor_of<EpollDescriptor>(*op);
+    auto& d = descriptor_of<EpollDescriptor>(*op);
+    if (disposition != sched::Disposition::drop && op->kind != OpKind::readable) {
+      // Closed since the readiness took it out of its slot: it is still pending, and close()
+      // cancels what is pending; run, a send would go out after close() returned
+      // (CloseTest.AWriteWaitingForRoomIsCancelledByACloseBeforeItRunsAgain). A close from
+      // here on finds the call in flight (busy), as for a first attempt.
+      bool closed;
+      {
+        std::lock_guard guard(d.lock);
+        closed = d.closed;
+      }
+      if (!closed) {
+        SubmitBatch batch;
+        if (self->attempt(*op)) op->complete(*op, op->result);
+        return;
+      }
+    }
+    {
+      // Dropped (the scheduler is stopping) or closed: release the busy count and report
+      // cancellation. A readable wait needs no second peek: the readiness that woke it is its
+      // answer (saving a system call per request for a server that waits this way; rarely, as
+      // with any readiness, the read after it finds nothing and waits).
       Descriptor::Finish finish;
       bool cancelled;
       {
@@ -377,10 +393,7 @@ class EpollEngine final : public EngineCore {
       }
       SubmitBatch batch;
       op->complete(*op, 0);
-      return;
     }
-    SubmitBatch batch;
-    if (self->attempt(*op)) op->complete(*op, op->result);
   }
 
   static void deliver_result(const sched::Event& event, sched::Disposition) noexcept {
