@@ -232,6 +232,8 @@ TEST(HttpServerApi, Rfc9110_10_1_1_AnExpectedContinueIsSentBeforeTheBody) {
   }
   (*server)->shutdown();
   running.join_blocking();
+}
+
 // A drain too long to add to the clock (milliseconds::max(), "no deadline") must still let
 // the connections answer what they received. run() added it to steady_clock::now(): the sum
 // overflowed to a deadline 1 ms in the past, so run() ended every connection at once as
