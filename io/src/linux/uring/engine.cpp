@@ -526,17 +526,32 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
   bool release;
   std::int64_t result = event.result;
   Handle orphan = kInvalidHandle;
+  Ring* again = nullptr;
   {
     std::lock_guard guard(d.lock);
-    d.slot[Descriptor::side(op->kind)] = nullptr;
+    const int side = Descriptor::side(op->kind);
+    d.slot[side] = nullptr;
     // Closed while in the kernel: whatever the close's shutdown or cancel made of it (end of
     // stream, EINVAL, EPIPE), it was cancelled; a connection it accepted is closed, not handed
     // to the closed listener's reader.
     if (d.closed) {
       if (op->kind == OpKind::accept && result >= 0) orphan = static_cast<Handle>(result);
       result = -ECANCELED;
+    } else if (result == -EAGAIN &&
+               (op->kind == OpKind::send || op->kind == OpKind::send_vectored) &&
+               !self->cancelling() && !op->cancel_requested.load(std::memory_order_relaxed)) {
+      // A send on our non-blocking socket waits in the kernel for room through one poll; a
+      // wake-up with still no room (a read shutdown's, say) ends it with -EAGAIN, which is no
+      // result for a writer: it goes back to the ring and waits again, as epoll's retry does
+      // (CloseTest.AGatherWritePendingWhenTheReadSideIsShutDownGoesOn).
+      again = &self->ring_of(d);
+      self->queue_start(*again, d, *op, side);
     }
-    release = d.closed && d.fd_closed && d.idle();
+    release = again == nullptr && d.closed && d.fd_closed && d.idle();
+  }
+  if (again != nullptr) {
+    again->notify();
+    return;
   }
   if (release) self->pool_.release(&d);
   if (orphan != kInvalidHandle) close_handle(orphan);
