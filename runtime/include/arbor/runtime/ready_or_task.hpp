@@ -34,11 +34,13 @@ class [[nodiscard]] ReadyOrTask {
     ready_ = op_.try_now();
     return ready_.has_value();
   }
+  // Whatever Task's awaiter returns (a handle to transfer to, or whether to stay suspended:
+  // task.hpp's ARBOR_TASK_TAIL_CALLS): it starts the task in our context.
   template <class P>
-  std::coroutine_handle<> await_suspend(std::coroutine_handle<P> h) {
+  auto await_suspend(std::coroutine_handle<P> h) {
     task_.emplace(op_.wait());
     awaiter_.emplace(std::move(*task_).operator co_await());
-    return awaiter_->await_suspend(h);  // starts the task as a tail call, in our context
+    return awaiter_->await_suspend(h);
   }
   T await_resume() { return ready_ ? std::move(*ready_) : awaiter_->await_resume(); }
 
