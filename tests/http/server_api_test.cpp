@@ -2,6 +2,7 @@
 // refuses. Clients are blocking sockets on 127.0.0.1; the server stops through shutdown().
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 #include <string>
@@ -158,8 +159,9 @@ TEST(HttpServerApi, RunReturnsOnlyOnceEveryConnectionHasEnded) {
   Runtime rt;
   ServerOptions options;
   options.listen = Address::loopback_v4(0);
+  static const std::string reply(1000, 'r');  // a reply's body is a view: it must outlive it
   auto server = Server::bind(rt, options, [](const Request&, std::span<char>) -> Reply {
-    return {200, "text/plain", std::string(1000, 'r'), {}};
+    return {200, "text/plain", reply, {}};
   });
   ASSERT_TRUE(server) << server.error().message();
   auto running = rt.spawn((*server)->run(std::chrono::milliseconds(50)));
@@ -184,8 +186,11 @@ TEST(HttpServerApi, Rfc9110_10_1_1_AnExpectedContinueIsSentBeforeTheBody) {
   Runtime rt;
   ServerOptions options;
   options.listen = Address::loopback_v4(0);
-  auto server = Server::bind(rt, options, [](const Request& r, std::span<char>) -> Reply {
-    return {200, "text/plain", "got " + std::to_string(r.body.size()), {}};
+  auto server = Server::bind(rt, options, [](const Request& r, std::span<char> scratch) -> Reply {
+    // The body is a view: written into the connection's scratch, which outlives the reply.
+    const std::string text = "got " + std::to_string(r.body.size());
+    std::copy(text.begin(), text.end(), scratch.begin());
+    return {200, "text/plain", std::string_view(scratch.data(), text.size()), {}};
   });
   ASSERT_TRUE(server) << server.error().message();
   const int port = (*server)->local_address().port();
