@@ -18,21 +18,8 @@ using namespace std::chrono_literals;
 using test::as_bytes;
 using test::as_string;
 
-struct Pair {
-  TcpStream client;
-  TcpStream server;
-};
-
-Task<Result<Pair>> connected_pair(Runtime& rt) {
-  auto listener = TcpListener::bind(rt, Address::loopback_v4(0));
-  if (!listener) co_return listener.error();
-  auto accepted = rt.spawn(listener->accept());
-  auto client = co_await TcpStream::connect(rt, *listener->local_address());
-  auto server = co_await std::move(accepted);
-  if (!client) co_return client.error();
-  if (!server) co_return server.error();
-  co_return Pair{std::move(*client), std::move(*server)};
-}
+using test::connected_pair;
+using test::Pair;
 
 class BufferedTcp : public ::testing::TestWithParam<std::string> {
  protected:

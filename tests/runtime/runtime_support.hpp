@@ -91,4 +91,22 @@ inline std::string engine_name(const ::testing::TestParamInfo<std::string>& info
   return name;
 }
 
+/// Both ends of a TCP connection on loopback.
+struct Pair {
+  TcpStream client;
+  TcpStream server;
+};
+
+/// A connected pair over a fresh listener on 127.0.0.1:0.
+inline Task<Result<Pair>> connected_pair(Runtime& rt) {
+  auto listener = TcpListener::bind(rt, Address::loopback_v4(0));
+  if (!listener) co_return listener.error();
+  auto accepted = rt.spawn(listener->accept());
+  auto client = co_await TcpStream::connect(rt, *listener->local_address());
+  auto server = co_await std::move(accepted);
+  if (!client) co_return client.error();
+  if (!server) co_return server.error();
+  co_return Pair{std::move(*client), std::move(*server)};
+}
+
 }  // namespace arbor::test

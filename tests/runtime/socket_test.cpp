@@ -40,22 +40,8 @@ std::uint64_t fnv1a(std::span<const std::byte> data, std::uint64_t h = 146959810
   return h;
 }
 
-struct Pair {
-  TcpStream client;
-  TcpStream server;
-};
-
-// A connected pair over a fresh listener on 127.0.0.1:0.
-Task<Result<Pair>> connected_pair(Runtime& rt) {
-  auto listener = TcpListener::bind(rt, Address::loopback_v4(0));
-  if (!listener) co_return listener.error();
-  auto accepted = rt.spawn(listener->accept());
-  auto client = co_await TcpStream::connect(rt, *listener->local_address());
-  auto server = co_await std::move(accepted);
-  if (!client) co_return client.error();
-  if (!server) co_return server.error();
-  co_return Pair{std::move(*client), std::move(*server)};
-}
+using test::connected_pair;
+using test::Pair;
 
 class SocketTest : public ::testing::TestWithParam<std::string> {
  protected:
