@@ -35,7 +35,11 @@ request body back) over HTTP/1.1.
   --max-connections N        at it, the longest-idle connection is closed for a new one; with
                              none idle, the new one is closed at once (default 10000)
   --header-timeout-ms MS     a request head must arrive within this (default 10000)
-  --idle-timeout-ms MS       idle keep-alive connections close after this (default 60000)
+  --body-timeout-ms MS       a request body must arrive within this of its head (default 60000)
+  --idle-timeout-ms MS       idle keep-alive connections close after this, and a body may
+                             pause no longer than this between reads (default 60000)
+  --write-timeout-ms MS      a reply write that makes no progress for this long (a client
+                             that stopped reading) ends the connection (default 60000)
   --max-head BYTES           request line + headers (default 16384; larger: 431)
   --max-request-line BYTES   (default 8192; longer: 414)
   --max-headers N            header fields per request (default 100, at most 1000; more: 431)
@@ -97,13 +101,16 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
     } else if (flag == "--max-connections") {
       if (!number<std::size_t>(value, f.server.max_connections, 1, 10'000'000))
         return bad + " (1..10000000)";
-    } else if (flag == "--header-timeout-ms" || flag == "--idle-timeout-ms" ||
+    } else if (flag == "--header-timeout-ms" || flag == "--body-timeout-ms" ||
+               flag == "--idle-timeout-ms" || flag == "--write-timeout-ms" ||
                flag == "--shutdown-timeout-ms") {
       std::int64_t ms = 0;
       if (!number<std::int64_t>(value, ms, 1, kMaxMs)) return bad + " (1..86400000)";
-      (flag == "--header-timeout-ms" ? f.server.header_timeout
-       : flag == "--idle-timeout-ms" ? f.server.idle_timeout
-                                     : f.shutdown_timeout) = std::chrono::milliseconds(ms);
+      (flag == "--header-timeout-ms"  ? f.server.header_timeout
+       : flag == "--body-timeout-ms"  ? f.server.body_timeout
+       : flag == "--idle-timeout-ms"  ? f.server.idle_timeout
+       : flag == "--write-timeout-ms" ? f.server.write_timeout
+                                      : f.shutdown_timeout) = std::chrono::milliseconds(ms);
     } else if (flag == "--max-head") {
       if (!number<std::size_t>(value, f.server.limits.max_head, 256, 1 << 20))
         return bad + " (256..1048576)";

@@ -97,8 +97,9 @@ class Server::Connection {
   /// Puts the reply into the output buffer. False when the output has to be written first;
   /// call again after write(), which carries on with the same reply.
   bool respond();
-  /// Writes the output buffer (and a body too large for it). Not a coroutine: it hands back
-  /// write_all's task, so the step costs no frame of its own.
+  /// Writes the output buffer (and a body too large for it), publishing the write-progress
+  /// deadline before each chunk. Not a coroutine: it hands back write_parts' task, so the step
+  /// costs one frame, as write_all's did.
   Task<Result<void>> write();
   bool has_output() const noexcept { return out_.size > 0; }
   bool closing() const noexcept { return closing_; }
@@ -130,6 +131,7 @@ class Server::Connection {
     void put_number(std::uint64_t n) noexcept;
   };
 
+  Task<Result<void>> write_parts(std::size_t count);
   bool take_body() noexcept;
   void send_continue_if_expected() noexcept;
   bool decode_chunked() noexcept;
@@ -168,6 +170,7 @@ class Server::Connection {
   bool continued_ = false;            // a 100 (Continue) went out for the current request
   int error_status_ = 0;              // of the current error reply
   std::int64_t request_started_ = 0;  // when the current partial request began (0: none)
+  std::int64_t body_started_ = 0;     // when its body's first wait began (0: none)
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close
   bool failed_ = false;   // an error reply: linger before closing

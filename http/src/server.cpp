@@ -21,7 +21,8 @@ namespace arbor::http {
 Result<std::unique_ptr<Server>> Server::bind(Runtime& runtime, ServerOptions options,
                                              Handler handler) {
   if (options.max_connections == 0 || options.header_timeout.count() <= 0 ||
-      options.idle_timeout.count() <= 0 || options.server_name.size() > 256 || !handler)
+      options.body_timeout.count() <= 0 || options.idle_timeout.count() <= 0 ||
+      options.write_timeout.count() <= 0 || options.server_name.size() > 256 || !handler)
     return std::make_error_code(std::errc::invalid_argument);
   auto listener = TcpListener::bind(runtime, options.listen,
                                     {.backlog = options.backlog, .reuse_address = true});
@@ -232,7 +233,8 @@ void Server::give_memory_back(std::uint64_t& peak) noexcept {
 }
 
 Task<void> Server::sweep() {
-  const auto shortest = std::min(options_.header_timeout, options_.idle_timeout);
+  const auto shortest = std::min({options_.header_timeout, options_.body_timeout,
+                                  options_.idle_timeout, options_.write_timeout});
   const auto period = std::clamp<std::chrono::milliseconds>(
       shortest / 4, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
   std::uint64_t peak = 0;

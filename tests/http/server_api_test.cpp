@@ -6,6 +6,8 @@
 #include <cstdio>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "arbor/http/server.hpp"
 #include "http_client.hpp"
@@ -176,6 +178,65 @@ TEST(HttpServerApi, RunReturnsOnlyOnceEveryConnectionHasEnded) {
   EXPECT_EQ((*server)->counters().connections_active, 0u)
       << "run() returned while a connection still used the server";
   server->reset();  // what a caller does next; ASan checks nothing is touched after this
+}
+
+// Issue 32: a pipelining client that reads its replies steadily was cut at the header timeout:
+// the head deadline set before a read that began with part of a request stayed in force while
+// that read's replies were written. Here every reply is 16 MiB, more than the kernel's buffers
+// on both sides hold, so writing one lasts about as long as the client takes to read it (at
+// least 0.6 s at 256 KiB per 10 ms), against a 100 ms header timeout.
+TEST(HttpServerApi, Issue32_AClientReadingItsRepliesIsNotCutByTheHeaderTimeout) {
+  Runtime rt;
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  options.header_timeout = std::chrono::milliseconds(100);
+  static const std::string reply(16 << 20, 'r');
+  auto server = Server::bind(rt, options, [](const Request&, std::span<char>) -> Reply {
+    return {200, "text/plain", reply, {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  auto running = rt.spawn((*server)->run());
+  http_test::Client c((*server)->local_address().port());
+  ASSERT_TRUE(c.connected());
+  std::string got;
+  const auto receive = [&](std::size_t most) {
+    std::vector<char> chunk(most);
+    for (;;) {
+      const long n = ::recv(c.fd(), chunk.data(), most, 0);
+      if (n < 0 && errno == EINTR) continue;
+      if (n > 0) got.append(chunk.data(), static_cast<std::size_t>(n));
+      return n > 0;
+    }
+  };
+  // Reads until `replies` whole replies are in `got`, 256 KiB at a time, 10 ms apart.
+  const auto read_slowly_until = [&](std::size_t replies) {
+    for (;;) {
+      std::size_t whole = 0, at = 0;
+      while ((at = got.find("\r\n\r\n", at)) != std::string::npos &&
+             got.size() >= at + 4 + reply.size()) {
+        ++whole;
+        at += 4 + reply.size();
+      }
+      if (whole >= replies) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));  // the slow reader under test
+      if (!receive(256 * 1024)) return false;
+    }
+  };
+  const std::string request = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+  // The first request and the start of the second; once the first reply begins (the server
+  // has read them), the rest of the second. So the server reads the rest of a head it holds
+  // part of, with the head deadline set, and then writes its 16 MiB reply.
+  ASSERT_TRUE(c.send(request + request.substr(0, 10)));
+  ASSERT_TRUE(receive(1));
+  ASSERT_TRUE(c.send(request.substr(10)));
+  ASSERT_TRUE(read_slowly_until(1)) << "the first reply was cut";
+  const auto started = std::chrono::steady_clock::now();
+  ASSERT_TRUE(read_slowly_until(2)) << "the second reply was cut";
+  EXPECT_GT(std::chrono::steady_clock::now() - started, options.header_timeout)
+      << "the reply was read faster than the header timeout: the test proves nothing";
+  EXPECT_EQ((*server)->counters().timeouts, 0u);
+  (*server)->shutdown();
+  running.join_blocking();
 }
 
 // RFC 9110 §10.1.1: a client that sends "Expect: 100-continue" waits for a 100 before its body

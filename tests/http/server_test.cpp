@@ -560,6 +560,44 @@ std::optional<long long> await_metric(Client& c, const std::string& name, long l
   return v;
 }
 
+// Issue 32: a client that stops reading its replies held its connection (and its buffers) until
+// the idle timeout, 60 s by default, counted from the read before. Now a write that makes no
+// progress for --write-timeout-ms ends the connection. The metric is the server's own account;
+// with the fix gone it stays 0 past await_metric's 10 s.
+TEST_P(HttpServer, Issue32_AClientThatStopsReadingIsCutByTheWriteTimeout) {
+  // The other timeouts are far beyond await_metric's 10 s: only the write timeout can cut.
+  start({"--write-timeout-ms", "300", "--header-timeout-ms", "60000"});
+  Client hog(server().port());
+  ASSERT_TRUE(hog.connected());
+  const std::size_t sent =
+      hog.send_until_the_server_stops_reading(get("/plaintext"), std::size_t{64} << 20);
+  ASSERT_LT(sent, std::size_t{64} << 20) << "the server never stopped reading";
+  Client m(server().port());
+  EXPECT_EQ(await_metric(m, "arbor_http_timeouts_total", 1), 1);
+  EXPECT_EQ(await_metric(m, "arbor_http_connections", 1), 1);  // m alone
+}
+
+// Issue 32: a body trickled within the gap between reads (idle timeout, 60 s here) held a body
+// buffer for as long as the trickle lasted; --body-timeout-ms now bounds the whole body.
+TEST_P(HttpServer, Issue32_ATrickledBodyIsCutByTheBodyTimeout) {
+  start({"--body-timeout-ms", "300"});
+  Client c(server().port());
+  const std::size_t length = 100'000;  // past the input buffer: a shared body buffer
+  ASSERT_TRUE(c.send("POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: " + std::to_string(length) +
+                     "\r\n\r\n"));
+  std::size_t sent = 0;
+  bool cut = false;
+  while (sent < length && !cut) {
+    // 100 bytes every 20 ms (5 KB/s: 20 s for the body): the slow client under test.
+    if (!c.send(std::string(100, 'b'))) break;
+    sent += 100;
+    pollfd p{c.fd(), POLLIN | POLLRDHUP, 0};
+    cut = ::poll(&p, 1, 20) == 1 && c.closed_by_server();
+  }
+  EXPECT_TRUE(cut || c.closed_by_server());
+  EXPECT_LT(sent, length) << "the whole body went through at 5 KB/s";
+}
+
 // Each client has a request in progress: a whole one (answered) and the start of the next, in
 // one send; the server is waiting for the rest.
 void make_busy(Client& c) {

@@ -18,11 +18,20 @@
 // "Connection: close" the connection closes once the response is out.
 //
 // Timeouts are enforced by one sweeper task per server rather than a timer per read: each
-// connection publishes its deadline (a relaxed atomic store per read), and the sweeper shuts
-// down the socket of any connection past it, which ends that connection's pending read or
-// write. A request head must arrive in full within header_timeout of its first byte (a client
-// trickling one byte a second is cut off); an idle keep-alive connection is closed after
-// idle_timeout.
+// connection publishes its deadline (a relaxed atomic store per read and per write), and the
+// sweeper shuts down the socket of any connection past it, which ends that connection's pending
+// read or write. Each timeout bounds one phase, and only while the connection is in it:
+//   header_timeout  a request head must arrive in full within it of its first byte (a client
+//                   trickling one byte a second is cut off);
+//   body_timeout    a request body must arrive in full within it of its head, and with no gap
+//                   between reads longer than idle_timeout (a slow upload cannot hold a body
+//                   buffer for ever);
+//   idle_timeout    a keep-alive connection with nothing of a request received is closed
+//                   after it;
+//   write_timeout   a write that makes no progress for this long (a client that stopped
+//                   reading its replies) ends the connection. A client that reads, however
+//                   slowly, is never cut while its replies are written: the write's deadline
+//                   moves with every chunk the kernel takes.
 //
 // At max_connections a new connection is admitted by closing the connection that has been
 // idle longest (waiting for its first or next request with nothing of one received: no partial
@@ -58,7 +67,9 @@ struct ServerOptions {
   // new one is accepted and closed at once.
   std::size_t max_connections = 10'000;
   std::chrono::milliseconds header_timeout{10'000};
+  std::chrono::milliseconds body_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};
+  std::chrono::milliseconds write_timeout{60'000};
   std::string server_name = "arbor";  // at most 256 bytes
   // A request body that does not fit in the connection's input buffer (with its head) is read
   // into one of at most this many body buffers of limits.max_body bytes each, shared by the
@@ -93,7 +104,7 @@ struct ServerCounters {
   std::uint64_t connections_evicted = 0;   // idle ones closed to admit a new one
   std::uint64_t requests = 0;
   std::uint64_t parse_errors = 0;  // requests answered with 4xx/5xx by the parser
-  std::uint64_t timeouts = 0;      // connections cut off by header_timeout or idle_timeout
+  std::uint64_t timeouts = 0;      // connections cut off by any of the four timeouts
   // Connections holding a working buffer now (one with a request in hand); an idle one holds
   // none. And the buffers kept free for reuse (at most kKeptBuffers).
   std::uint64_t buffers_lent = 0;
