@@ -47,6 +47,8 @@ request body back) over HTTP/1.1.
   --body-buffers N           bodies too large for a connection's input buffer are read into
                              one of at most N shared buffers of --max-body bytes (default 64;
                              none free: 503)
+  --body-buffers-per-peer N  of which one peer (an IP address) may hold at most N (default 0:
+                             a eighth of --body-buffers, at least 1; at its share: 503)
   --shutdown-timeout-ms MS   on SIGINT/SIGTERM/SIGQUIT, how long in-flight requests may take
                              (default 5000)
   --help                     this text
@@ -127,6 +129,9 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
         return bad + " (0..1073741824)";
     } else if (flag == "--body-buffers") {
       if (!number<std::size_t>(value, f.server.body_buffers, 0, 1 << 20))
+        return bad + " (0..1048576)";
+    } else if (flag == "--body-buffers-per-peer") {
+      if (!number<std::size_t>(value, f.server.body_buffers_per_peer, 0, 1 << 20))
         return bad + " (0..1048576)";
     } else {
       return "unknown flag " + flag + " (see --help)";

@@ -101,7 +101,7 @@ Server::Connection::Connection(Server& server, TcpStream& stream)
 }
 
 Server::Connection::~Connection() {
-  server_.give_body_buffer(std::move(body_buffer_));
+  server_.give_body_buffer(std::move(body_buffer_), body_peer_);
   server_.blocks_->give(block_);
   server_.delist(watch_);
   server_.active_.fetch_sub(1, std::memory_order_release);
@@ -154,7 +154,7 @@ bool Server::Connection::parse() noexcept {
   } else if (!closing_) {
     // The previous reply is out of the buffers that held its request (a body that went out
     // straight from there was written before this call), so the body buffer can go back.
-    if (body_buffer_ != nullptr) server_.give_body_buffer(std::move(body_buffer_));
+    if (body_buffer_ != nullptr) server_.give_body_buffer(std::move(body_buffer_), body_peer_);
     const std::size_t skipped =
         static_cast<std::size_t>(std::min<std::uint64_t>(discard_, end_ - begin_));
     begin_ += skipped;
@@ -174,6 +174,14 @@ bool Server::Connection::parse() noexcept {
   return false;
 }
 
+// A body buffer from the server's pool, within this peer's share (the peer's address is asked
+// for here, once per body that needs a buffer, not per connection).
+std::unique_ptr<char[]> Server::Connection::take_body_buffer() noexcept {
+  auto peer = stream_.peer_address();
+  body_peer_ = peer ? PeerKey::of(*peer) : PeerKey{};
+  return server_.take_body_buffer(body_peer_);
+}
+
 // After a complete head: true if its body is all here (body_ then views it, in the input buffer);
 // false if the batch is over until more is read (need_, or the body buffer, says how much). A
 // body no body buffer can take turns the request into a 503.
@@ -186,7 +194,7 @@ bool Server::Connection::take_body() noexcept {
   body_in_input_ = 0;
   chunked_ = request.chunked;
   if (chunked_) {  // its size is unknown: always a body buffer (--max-body bounds it)
-    body_buffer_ = server_.take_body_buffer();
+    body_buffer_ = take_body_buffer();
     if (body_buffer_ == nullptr) {
       status_ = RequestParser::Status::error;
       error_status_ = 503;
@@ -208,7 +216,7 @@ bool Server::Connection::take_body() noexcept {
     status_ = RequestParser::Status::incomplete;
     return false;
   }
-  body_buffer_ = server_.take_body_buffer();
+  body_buffer_ = take_body_buffer();
   if (body_buffer_ == nullptr) {
     status_ = RequestParser::Status::error;
     error_status_ = 503;

@@ -27,6 +27,7 @@
 #include "arbor/http/request_parser.hpp"
 #include "arbor/http/server.hpp"
 #include "arbor/io/socket.hpp"
+#include "peer_shares.hpp"
 
 namespace arbor::http {
 
@@ -133,6 +134,7 @@ class Server::Connection {
 
   Task<Result<void>> write_parts(std::size_t count);
   bool take_body() noexcept;
+  std::unique_ptr<char[]> take_body_buffer() noexcept;
   void send_continue_if_expected() noexcept;
   bool decode_chunked() noexcept;
   void answer();
@@ -159,6 +161,7 @@ class Server::Connection {
   // A body too large for the input buffer: its head stays at [begin_, end_), untouched, while
   // the body is read into body_buffer_ (body_have_ of body_want_ bytes so far).
   std::unique_ptr<char[]> body_buffer_;
+  PeerKey body_peer_;  // whose share body_buffer_ counts in
   std::size_t body_have_ = 0, body_want_ = 0;
   bool reading_body_ = false;
   // A chunked body: decoded into body_buffer_ as it arrives, which is read into the input

@@ -15,6 +15,7 @@
 #include "arbor/io/timer.hpp"
 #include "block_pool.hpp"
 #include "connection.hpp"
+#include "peer_shares.hpp"
 
 namespace arbor::http {
 
@@ -39,17 +40,23 @@ Server::Server(Runtime& runtime, ServerOptions options, Handler handler, TcpList
       blocks_(std::make_unique<BlockPool>(Connection::block_size(options_.limits), kKeptBuffers)),
       sweeper_context_{&runtime, sweeper_stop_.get_token(), false} {
   free_bodies_.reserve(options_.body_buffers);
+  peer_shares_ = std::make_unique<PeerShares>(options_.body_buffers);
+  peer_share_ =
+      std::min(options_.body_buffers, options_.body_buffers_per_peer != 0
+                                          ? options_.body_buffers_per_peer
+                                          : std::max<std::size_t>(1, options_.body_buffers / 8));
 }
 
-std::unique_ptr<char[]> Server::take_body_buffer() noexcept {
+std::unique_ptr<char[]> Server::take_body_buffer(const PeerKey& peer) noexcept {
   {
     std::lock_guard guard(bodies_mutex_);
+    const bool room = !free_bodies_.empty() || bodies_allocated_ < options_.body_buffers;
+    if (!room || !peer_shares_->try_add(peer, peer_share_)) return nullptr;
     if (!free_bodies_.empty()) {
       auto buffer = std::move(free_bodies_.back());
       free_bodies_.pop_back();
       return buffer;
     }
-    if (bodies_allocated_ == options_.body_buffers) return nullptr;
     ++bodies_allocated_;
   }
   // Outside the lock: a large allocation may take a while.
@@ -58,14 +65,16 @@ std::unique_ptr<char[]> Server::take_body_buffer() noexcept {
   if (buffer == nullptr) {
     std::lock_guard guard(bodies_mutex_);
     --bodies_allocated_;
+    peer_shares_->remove(peer);
   }
   return buffer;
 }
 
-void Server::give_body_buffer(std::unique_ptr<char[]> buffer) noexcept {
+void Server::give_body_buffer(std::unique_ptr<char[]> buffer, const PeerKey& peer) noexcept {
   if (buffer == nullptr) return;
   std::lock_guard guard(bodies_mutex_);
   free_bodies_.push_back(std::move(buffer));  // within the reserved capacity: no allocation
+  peer_shares_->remove(peer);
 }
 
 Server::~Server() {

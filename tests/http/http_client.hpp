@@ -44,10 +44,19 @@ class Client {
   static constexpr Socket kNone = -1;
 #endif
 
-  explicit Client(int port) {
+  /// Connects to 127.0.0.1:port; from `source` (another loopback address, "127.0.0.2" say: a
+  /// second peer as the server sees it) if given.
+  explicit Client(int port, const char* source = nullptr) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     if (fd_ == kNone) return;
-      // A safety bound so a broken server fails the test instead of hanging it.
+    if (source != nullptr) {
+      sockaddr_in from{};
+      from.sin_family = AF_INET;
+      if (::inet_pton(AF_INET, source, &from.sin_addr) != 1 ||
+          ::bind(fd_, reinterpret_cast<sockaddr*>(&from), sizeof from) != 0)
+        return;
+    }
+    // A safety bound so a broken server fails the test instead of hanging it.
 #if defined(_WIN32)
     const DWORD ms = 10'000;
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, reinterpret_cast<const char*>(&ms), sizeof ms);

@@ -406,6 +406,38 @@ TEST_P(HttpServer, ABodyNoBodyBufferCanTakeGets503AndTheReplyArrives) {
   EXPECT_EQ(r.field("Retry-After"), "1");
 }
 
+// Issue 32: 70 connections from one host trickling their bodies held every shared body buffer,
+// and every other body got a 503 for as long as the trickle lasted. Now one peer (an IP
+// address) holds at most --body-buffers-per-peer of them. A 100 Continue is the sign that a
+// connection holds a buffer (the server sends it once it has taken one).
+TEST_P(HttpServer, Issue32_OnePeersSlowUploadsCannotTakeEveryBodyBuffer) {
+  start({"--body-buffers", "4", "--body-buffers-per-peer", "2"});
+  const std::string head = "POST /echo HTTP/1.1\r\nHost: h\r\nContent-Length: 100000\r\n";
+  const auto holds_a_buffer = [&](Client& c) {
+    return c.connected() && c.send(head + "Expect: 100-continue\r\n\r\n") &&
+           c.read_response().status == 100;
+  };
+  Client a(server().port()), b(server().port());  // 127.0.0.1's share, bodies still to come
+  ASSERT_TRUE(holds_a_buffer(a));
+  ASSERT_TRUE(holds_a_buffer(b));
+  {
+    Client c(server().port());  // a third from it: 503, though two buffers are free
+    ASSERT_TRUE(c.send(head + "\r\n"));
+    EXPECT_EQ(c.read_response().status, 503);
+  }
+  Client d(server().port(), "127.0.0.2");  // another peer is served
+  ASSERT_TRUE(d.connected());
+  ASSERT_TRUE(d.send(head + "\r\n" + pattern(100'000)));
+  const Response r = d.read_response();
+  EXPECT_EQ(r.status, 200);
+  EXPECT_EQ(r.body, pattern(100'000));
+  // a's body ends: its buffer goes back to the pool and off 127.0.0.1's share.
+  ASSERT_TRUE(a.send(pattern(100'000)));
+  EXPECT_EQ(a.read_response().status, 200);
+  Client e(server().port());
+  EXPECT_TRUE(holds_a_buffer(e));
+}
+
 TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
   start({"--max-body", "1000"});
   const std::string big_line = "GET /" + std::string(9000, 'a') + " HTTP/1.1\r\nHost: h\r\n\r\n";
@@ -780,7 +812,8 @@ TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
        {"--workers zero", "--listen nowhere", "--engine fast", "--bogus 1", "--max-connections",
         "--header-timeout-ms -5", "--io-mode threads", "--max-headers 0", "--max-headers -1",
         "--max-headers 1001", "--max-headers many", "--max-body 1073741825", "--max-body -1",
-        "--body-buffers -1", "--body-buffers 1048577", "--body-buffers x"}) {
+        "--body-buffers -1", "--body-buffers 1048577", "--body-buffers x",
+        "--body-buffers-per-peer -1", "--body-timeout-ms 0", "--write-timeout-ms x"}) {
     const std::string out = run(shell_command() + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;

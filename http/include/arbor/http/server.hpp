@@ -59,6 +59,8 @@
 namespace arbor::http {
 
 class BlockPool;
+class PeerShares;
+struct PeerKey;
 
 struct ServerOptions {
   Address listen = Address::loopback_v4(8080);
@@ -76,6 +78,10 @@ struct ServerOptions {
   // server's connections: allocated when first needed, then reused, never freed before the
   // server. With none free the request gets a 503 (0: such bodies always do).
   std::size_t body_buffers = 64;
+  // At most this many of the body buffers go to connections from one peer (an IP address,
+  // whatever its ports), so one host's slow uploads cannot take them all; a peer at its share
+  // gets a 503 like a server with none free. 0: body_buffers / 8, at least 1.
+  std::size_t body_buffers_per_peer = 0;
   int backlog = 4096;
 };
 
@@ -150,8 +156,10 @@ class Server {
   bool evict_idle() noexcept;
   // Cuts every connection left (both directions shut down) and marks the server ending.
   void end_connections() noexcept;
-  std::unique_ptr<char[]> take_body_buffer() noexcept;  // null if none is free
-  void give_body_buffer(std::unique_ptr<char[]> buffer) noexcept;
+  // Null if none is free or `peer` holds its share. Each buffer taken is given back with the
+  // same peer.
+  std::unique_ptr<char[]> take_body_buffer(const PeerKey& peer) noexcept;
+  void give_body_buffer(std::unique_ptr<char[]> buffer, const PeerKey& peer) noexcept;
 
   Runtime& runtime_;
   ServerOptions options_;
@@ -175,6 +183,8 @@ class Server {
   std::mutex bodies_mutex_;                           // guards the two below
   std::vector<std::unique_ptr<char[]>> free_bodies_;  // capacity body_buffers: never grows
   std::size_t bodies_allocated_ = 0;
+  std::unique_ptr<PeerShares> peer_shares_;  // who holds the buffers not free
+  std::size_t peer_share_ = 1;               // the most one peer may hold
   std::stop_source sweeper_stop_;
   TaskContext sweeper_context_;
 };
