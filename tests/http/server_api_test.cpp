@@ -361,6 +361,14 @@ TEST(HttpServerApi, BindRefusesBadOptions) {
   options.max_connections = 10;
   options.header_timeout = std::chrono::milliseconds(0);
   EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+  options.header_timeout = std::chrono::milliseconds(1);
+  options.body_timeout = std::chrono::milliseconds(-1);
+  EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+  options.body_timeout = std::chrono::milliseconds(1);
+  options.write_timeout = std::chrono::milliseconds(0);
+  EXPECT_EQ(Server::bind(rt, options, handler).error(), std::errc::invalid_argument);
+  options.write_timeout = std::chrono::milliseconds(1);
+  EXPECT_TRUE(Server::bind(rt, options, handler));  // the smallest of each is fine
 }
 
 }  // namespace
