@@ -100,33 +100,22 @@ Result<void> TcpStream::shutdown_write() noexcept {
   return io::shutdown(*h, io::ShutdownHow::write);
 }
 
-Result<void> TcpStream::set_no_delay(bool on) noexcept {
+Result<void> TcpStream::set_keep_alive(const io::KeepAlive& timing) noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::set_option(*h, io::BoolOption::no_delay, on);
+  return io::set_keep_alive(*h, timing);
 }
 
-Result<void> TcpStream::set_keep_alive(bool on) noexcept {
+Result<io::KeepAlive> TcpStream::keep_alive_timing() const noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::set_option(*h, io::BoolOption::keep_alive, on);
+  return io::get_keep_alive(*h);
 }
 
 Result<void> TcpStream::set_linger_reset() noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
   return io::set_linger_reset(*h);
-}
-
-Result<Address> TcpStream::peer_address() const noexcept {
-  auto h = socket_.handle();
-  if (!h) return h.error();
-  return io::peer_address(*h);
-}
-
-io::Handle TcpStream::native_handle() const noexcept {
-  auto h = socket_.handle();
-  return h ? *h : io::kInvalidHandle;
 }
 
 }  // namespace arbor

@@ -67,10 +67,13 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
     case OpKind::connect:
       return -EINVAL;  // connect_step()
     case OpKind::receive_from: {
+      // MSG_TRUNC: the datagram's whole length comes back, so one longer than the buffer is
+      // seen (the kernel has discarded its tail; truncated_datagram() makes that the error).
       socklen_t len = Address::capacity();
-      r = ::recvfrom(fd, op.data, op.size, MSG_DONTWAIT,
+      r = ::recvfrom(fd, op.data, op.size, MSG_DONTWAIT | kDatagramReceiveFlags,
                      op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr,
                      op.address ? &len : nullptr);
+      if (r >= 0) return truncated_datagram(op, r);
       break;
     }
     case OpKind::send_to:

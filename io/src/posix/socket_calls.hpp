@@ -7,6 +7,7 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #include "arbor/io/operation.hpp"
@@ -17,6 +18,17 @@ namespace arbor::io::posix {
 inline constexpr int kSendFlags = MSG_NOSIGNAL;
 /// Flags for every accepted socket: non-blocking, closed on exec.
 inline constexpr int kAcceptFlags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+
+/// Flags for every datagram receive (receive_from): the result is the datagram's whole length,
+/// even when the buffer took only part of it.
+inline constexpr int kDatagramReceiveFlags = MSG_TRUNC;
+
+/// A datagram receive's result as the operation reports it: a datagram longer than the buffer
+/// (`received`, with kDatagramReceiveFlags, is its whole length) is -EMSGSIZE, not the silent
+/// prefix recv(2) would give; the kernel has already discarded it.
+inline std::int64_t truncated_datagram(const Operation& op, std::int64_t received) noexcept {
+  return received > static_cast<std::int64_t>(op.size) ? -EMSGSIZE : received;
+}
 
 /// Makes `fd` non-blocking; 0 or -errno.
 int make_non_blocking(Handle fd) noexcept;

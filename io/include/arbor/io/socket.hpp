@@ -5,6 +5,10 @@
 // non-blocking and close-on-exec.
 #pragma once
 
+#include <chrono>
+#include <cstdint>
+#include <optional>
+
 #include "arbor/address.hpp"
 #include "arbor/io/operation.hpp"
 #include "arbor/result.hpp"
@@ -29,7 +33,22 @@ Result<std::size_t> bytes_readable(Handle handle) noexcept;
 /// Closes a handle that is not attached to an engine.
 void close_handle(Handle handle) noexcept;
 
-enum class BoolOption { reuse_address, reuse_port, no_delay, keep_alive, v6_only };
+/// Sets the default peer of a datagram socket: sends without an address go to `peer`, and only
+/// its datagrams are received. Never waits (for a datagram socket the kernel only records the
+/// peer); stream sockets connect through the engine (OpKind::connect).
+std::error_code connect_datagram(Handle handle, const Address& peer) noexcept;
+
+/// broadcast: SO_BROADCAST, a datagram socket may send to a broadcast address.
+/// multicast_loop_v4: IP_MULTICAST_LOOP, this host's own members get what it sends (default on).
+enum class BoolOption {
+  reuse_address,
+  reuse_port,
+  no_delay,
+  keep_alive,
+  v6_only,
+  broadcast,
+  multicast_loop_v4
+};
 enum class IntOption { receive_buffer, send_buffer };
 std::error_code set_option(Handle handle, BoolOption option, bool value) noexcept;
 Result<bool> get_option(Handle handle, BoolOption option) noexcept;
@@ -37,6 +56,38 @@ std::error_code set_option(Handle handle, IntOption option, int value) noexcept;
 Result<int> get_option(Handle handle, IntOption option) noexcept;
 /// SO_LINGER with a zero timeout: close() then sends a reset instead of a FIN.
 std::error_code set_linger_reset(Handle handle) noexcept;
+/// SO_LINGER: with a timeout, closing the handle waits (blocking the closing thread) up to that
+/// long for unsent data to leave, then resets; std::nullopt turns it off (the default: close
+/// returns at once and the kernel sends what is queued). A zero timeout is set_linger_reset().
+std::error_code set_linger(Handle handle, std::optional<std::chrono::seconds> timeout) noexcept;
+Result<std::optional<std::chrono::seconds>> get_linger(Handle handle) noexcept;
+
+/// TCP keep-alive timing: after `idle` without traffic a probe is sent, then one every
+/// `interval`; `count` unanswered probes end the connection (reads fail with timed_out).
+/// Whole seconds, each at least 1 (invalid_argument otherwise).
+struct KeepAlive {
+  std::chrono::seconds idle{7200};
+  std::chrono::seconds interval{75};
+  int count = 9;
+};
+/// Turns keep-alive on (SO_KEEPALIVE) with `timing`. Where the platform cannot set one of
+/// the three, operation_not_supported, and keep-alive is left as it was.
+std::error_code set_keep_alive(Handle handle, const KeepAlive& timing) noexcept;
+/// The timing in force (whether or not keep-alive is on: get_option(keep_alive) says that).
+Result<KeepAlive> get_keep_alive(Handle handle) noexcept;
+
+/// Joins or leaves the IPv4 multicast group `group` (its port is ignored) on the interface whose
+/// address is `interface` (0.0.0.0: the system chooses). A group that is not multicast or not
+/// IPv4, or an IPv6 socket, is invalid_argument.
+enum class Membership { join, leave };
+std::error_code multicast_membership_v4(Handle handle, const Address& group,
+                                        const Address& interface, Membership how) noexcept;
+/// The same for an IPv6 group, on the interface with index `interface_index` (0: the system
+/// chooses).
+std::error_code multicast_membership_v6(Handle handle, const Address& group,
+                                        std::uint32_t interface_index, Membership how) noexcept;
+/// The interface (by its IPv4 address) multicast datagrams leave from (IP_MULTICAST_IF).
+std::error_code set_multicast_interface_v4(Handle handle, const Address& interface) noexcept;
 
 Result<Address> local_address(Handle handle) noexcept;
 Result<Address> peer_address(Handle handle) noexcept;

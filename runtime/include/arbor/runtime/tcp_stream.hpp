@@ -19,7 +19,7 @@
 #include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/result.hpp"
-#include "arbor/runtime/attached_socket.hpp"
+#include "arbor/runtime/basic_socket.hpp"
 #include "arbor/runtime/io_awaiter.hpp"
 #include "arbor/runtime/task.hpp"
 
@@ -27,12 +27,12 @@ namespace arbor {
 
 class Runtime;
 
-class TcpStream {
+class TcpStream : public BasicSocket {
  public:
   TcpStream() = default;
   /// Adopts an attached socket (what Engine::attach returns; TcpListener::accept and connect
   /// use it).
-  TcpStream(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
+  TcpStream(io::Engine& engine, io::DescriptorRef socket) noexcept : BasicSocket(engine, socket) {}
 
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
@@ -82,18 +82,19 @@ class TcpStream {
   /// complete with operation_canceled. Idempotent. Afterwards this object owns no descriptor
   /// (the engine closes the handle).
   void close() noexcept { socket_.close(); }
-  bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
 
-  Result<void> set_no_delay(bool on) noexcept;
-  Result<void> set_keep_alive(bool on) noexcept;
+  /// TCP_NODELAY: segments leave at once instead of waiting to coalesce (Nagle).
+  Result<void> set_no_delay(bool on) noexcept { return set(io::BoolOption::no_delay, on); }
+  Result<bool> no_delay() const noexcept { return get(io::BoolOption::no_delay); }
+  /// SO_KEEPALIVE with the system's timing, or (the second) with `timing`.
+  Result<void> set_keep_alive(bool on) noexcept { return set(io::BoolOption::keep_alive, on); }
+  Result<void> set_keep_alive(const io::KeepAlive& timing) noexcept;
+  Result<bool> keep_alive() const noexcept { return get(io::BoolOption::keep_alive); }
+  Result<io::KeepAlive> keep_alive_timing() const noexcept;
   /// Makes close() send a reset (RST) instead of a FIN.
   Result<void> set_linger_reset() noexcept;
   Result<Address> local_address() const noexcept { return socket_.local_address(); }
-  Result<Address> peer_address() const noexcept;
-  io::Handle native_handle() const noexcept;
-
- private:
-  detail::AttachedSocket socket_;
+  Result<Address> peer_address() const noexcept { return peer(); }
 };
 
 }  // namespace arbor
