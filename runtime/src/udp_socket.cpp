@@ -25,17 +25,17 @@ Result<UdpSocket> UdpSocket::bind(Runtime& runtime, const Address& address,
   return UdpSocket(runtime.engine(), *descriptor);
 }
 
-Result<void> UdpSocket::connect(const Address& peer) noexcept {
+Result<void> DatagramSocket::connect(const Address& peer) noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::connect_datagram(*h, peer);
+  return io::connect_now(*h, peer);
 }
 
-Result<void> UdpSocket::membership_v4(const Address& group, const Address& interface,
+Result<void> UdpSocket::membership_v4(const Address& group, const Address& local_interface,
                                       io::Membership how) noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::multicast_membership_v4(*h, group, interface, how);
+  return io::multicast_membership_v4(*h, group, local_interface, how);
 }
 
 Result<void> UdpSocket::membership_v6(const Address& group, std::uint32_t index,
@@ -45,12 +45,13 @@ Result<void> UdpSocket::membership_v6(const Address& group, std::uint32_t index,
   return io::multicast_membership_v6(*h, group, index, how);
 }
 
-Result<void> UdpSocket::join_multicast_v4(const Address& group, const Address& interface) noexcept {
-  return membership_v4(group, interface, io::Membership::join);
+Result<void> UdpSocket::join_multicast_v4(const Address& group,
+                                          const Address& local_interface) noexcept {
+  return membership_v4(group, local_interface, io::Membership::join);
 }
 Result<void> UdpSocket::leave_multicast_v4(const Address& group,
-                                           const Address& interface) noexcept {
-  return membership_v4(group, interface, io::Membership::leave);
+                                           const Address& local_interface) noexcept {
+  return membership_v4(group, local_interface, io::Membership::leave);
 }
 Result<void> UdpSocket::join_multicast_v6(const Address& group, std::uint32_t index) noexcept {
   return membership_v6(group, index, io::Membership::join);
@@ -59,10 +60,10 @@ Result<void> UdpSocket::leave_multicast_v6(const Address& group, std::uint32_t i
   return membership_v6(group, index, io::Membership::leave);
 }
 
-Result<void> UdpSocket::set_multicast_interface_v4(const Address& interface) noexcept {
+Result<void> UdpSocket::set_multicast_interface_v4(const Address& local_interface) noexcept {
   auto h = socket_.handle();
   if (!h) return h.error();
-  return io::set_multicast_interface_v4(*h, interface);
+  return io::set_multicast_interface_v4(*h, local_interface);
 }
 
 }  // namespace arbor

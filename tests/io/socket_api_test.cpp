@@ -146,7 +146,7 @@ TEST(SocketApi, UdpOptionsAndADefaultPeer) {
   }
   EXPECT_EQ(peer_address(*a).error(), std::errc::not_connected);
   const Address to = local_address(*b).value();
-  EXPECT_FALSE(connect_datagram(*a, to));
+  EXPECT_FALSE(connect_now(*a, to));
   EXPECT_EQ(peer_address(*a).value(), to);
   EXPECT_FALSE(set_multicast_interface_v4(*a, Address::loopback_v4(0)));
   EXPECT_EQ(set_multicast_interface_v4(*a, Address::loopback_v6(0)), std::errc::invalid_argument);

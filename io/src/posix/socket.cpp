@@ -52,12 +52,33 @@ OptionName native(IntOption option) noexcept {
 }  // namespace
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
-  const int family = family_of.is_v6() ? AF_INET6 : AF_INET;
+  const int family = family_of.is_unix() ? AF_UNIX : family_of.is_v6() ? AF_INET6 : AF_INET;
   const int kind =
       (type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   const int fd = ::socket(family, kind, 0);
   if (fd < 0) return last_error();
   return Handle{fd};
+}
+
+Result<HandlePair> socket_pair(SocketType type) noexcept {
+  const int kind =
+      (type == SocketType::stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
+  int fds[2];
+  if (::socketpair(AF_UNIX, kind, 0, fds) != 0) return last_error();
+  return HandlePair{fds[0], fds[1]};
+}
+
+Result<PeerCredentials> peer_credentials(Handle handle) noexcept {
+#if defined(SO_PEERCRED)
+  ucred credentials{};
+  socklen_t len = sizeof credentials;
+  if (::getsockopt(fd_of(handle), SOL_SOCKET, SO_PEERCRED, &credentials, &len) != 0)
+    return last_error();
+  return PeerCredentials{credentials.pid, credentials.uid, credentials.gid};
+#else
+  (void)handle;
+  return std::make_error_code(std::errc::operation_not_supported);
+#endif
 }
 
 std::error_code bind(Handle handle, const Address& address) noexcept {
@@ -67,7 +88,7 @@ std::error_code bind(Handle handle, const Address& address) noexcept {
   return {};
 }
 
-std::error_code connect_datagram(Handle handle, const Address& peer) noexcept {
+std::error_code connect_now(Handle handle, const Address& peer) noexcept {
   if (::connect(fd_of(handle), static_cast<const sockaddr*>(peer.native()), peer.native_size()) !=
       0)
     return last_error();
@@ -133,11 +154,12 @@ std::error_code set_linger_reset(Handle handle) noexcept {
 }
 
 std::error_code multicast_membership_v4(Handle handle, const Address& group,
-                                        const Address& interface, Membership how) noexcept {
-  if (group.is_v6() || interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+                                        const Address& local_interface, Membership how) noexcept {
+  if (group.is_v6() || local_interface.is_v6())
+    return std::make_error_code(std::errc::invalid_argument);
   ip_mreq request{};
   request.imr_multiaddr = static_cast<const sockaddr_in*>(group.native())->sin_addr;
-  request.imr_interface = static_cast<const sockaddr_in*>(interface.native())->sin_addr;
+  request.imr_interface = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
   // Checked here: Linux accepts a unicast "group" for a leave, and reports EADDRNOTAVAIL.
   if (!IN_MULTICAST(ntohl(request.imr_multiaddr.s_addr)))
     return std::make_error_code(std::errc::invalid_argument);
@@ -161,9 +183,9 @@ std::error_code multicast_membership_v6(Handle handle, const Address& group,
   return {};
 }
 
-std::error_code set_multicast_interface_v4(Handle handle, const Address& interface) noexcept {
-  if (interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
-  const in_addr a = static_cast<const sockaddr_in*>(interface.native())->sin_addr;
+std::error_code set_multicast_interface_v4(Handle handle, const Address& local_interface) noexcept {
+  if (local_interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  const in_addr a = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
   if (::setsockopt(fd_of(handle), IPPROTO_IP, IP_MULTICAST_IF, &a, sizeof a) != 0)
     return last_error();
   return {};
@@ -219,6 +241,7 @@ Result<Address> local_address(Handle handle) noexcept {
   socklen_t len = Address::capacity();
   if (::getsockname(fd_of(handle), static_cast<sockaddr*>(address.native()), &len) != 0)
     return last_error();
+  address.set_native_size(len);
   return address;
 }
 
@@ -227,6 +250,7 @@ Result<Address> peer_address(Handle handle) noexcept {
   socklen_t len = Address::capacity();
   if (::getpeername(fd_of(handle), static_cast<sockaddr*>(address.native()), &len) != 0)
     return last_error();
+  address.set_native_size(len);
   return address;
 }
 

@@ -50,7 +50,8 @@ std::int64_t connect_step(const Operation& op, Handle fd, bool& started) noexcep
 /// unconnected datagram socket reports ENOTCONN but is shut down all the same.
 void shut_down_for_close(Handle fd, bool call_in_flight) noexcept;
 
-/// Whether `fd` is a stream (SOCK_STREAM) socket.
+/// Whether `fd` is a stream (SOCK_STREAM) socket that is not listening: one whose bytes a
+/// receive takes (a listener's readable() waits for a connection, not bytes).
 bool is_stream(Handle fd) noexcept;
 
 /// The peer address of a freshly accepted `fd`, written to `address`: 0 or -errno.

@@ -201,11 +201,17 @@ std::int64_t finish(Operation& op, const IocpDescriptor& d, const Extensions& ex
         ext.accept_ex_sockaddrs(state.addresses, 0, kAcceptAddressSlot, kAcceptAddressSlot, &local,
                                 &local_size, &peer, &peer_size);
         if (peer != nullptr && peer_size > 0 &&
-            static_cast<std::uint32_t>(peer_size) <= Address::capacity())
+            static_cast<std::uint32_t>(peer_size) <= Address::capacity()) {
           std::memcpy(op.address->native(), peer, static_cast<std::size_t>(peer_size));
+          op.address->set_native_size(static_cast<std::uint32_t>(peer_size));
+        }
       }
       return static_cast<std::int64_t>(state.accepted);
     }
+    case OpKind::receive_from:
+      if (raw >= 0 && op.address != nullptr)
+        op.address->set_native_size(static_cast<std::uint32_t>(state.address_size));
+      return raw;
     case OpKind::connect:
       // Without it the socket does not know it is connected (getpeername, shutdown fail).
       if (::setsockopt(s, SOL_SOCKET, SO_UPDATE_CONNECT_CONTEXT, nullptr, 0) != 0)

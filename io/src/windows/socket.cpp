@@ -61,7 +61,7 @@ std::error_code no_such_option() noexcept {
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   if (auto ec = windows::winsock_start()) return ec;
-  const int family = family_of.is_v6() ? AF_INET6 : AF_INET;
+  const int family = family_of.is_unix() ? AF_UNIX : family_of.is_v6() ? AF_INET6 : AF_INET;
   const int kind = type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM;
   const SOCKET s =
       ::WSASocketW(family, kind, 0, nullptr, 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
@@ -75,13 +75,22 @@ Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   return static_cast<Handle>(s);
 }
 
+// Windows has AF_UNIX stream sockets (10 1803 on) but no socketpair, and no SO_PEERCRED.
+Result<HandlePair> socket_pair(SocketType) noexcept {
+  return std::make_error_code(std::errc::operation_not_supported);
+}
+
+Result<PeerCredentials> peer_credentials(Handle) noexcept {
+  return std::make_error_code(std::errc::operation_not_supported);
+}
+
 std::error_code bind(Handle handle, const Address& address) noexcept {
   return check(::bind(socket_of(handle), static_cast<const sockaddr*>(address.native()),
                       static_cast<int>(address.native_size())));
 }
 
 // Winsock's connect() on a datagram socket, as on POSIX, only records the peer: it never waits.
-std::error_code connect_datagram(Handle handle, const Address& peer) noexcept {
+std::error_code connect_now(Handle handle, const Address& peer) noexcept {
   return check(::connect(socket_of(handle), static_cast<const sockaddr*>(peer.native()),
                          static_cast<int>(peer.native_size())));
 }
@@ -175,11 +184,12 @@ std::error_code set_linger_reset(Handle handle) noexcept {
 }
 
 std::error_code multicast_membership_v4(Handle handle, const Address& group,
-                                        const Address& interface, Membership how) noexcept {
-  if (group.is_v6() || interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+                                        const Address& local_interface, Membership how) noexcept {
+  if (group.is_v6() || local_interface.is_v6())
+    return std::make_error_code(std::errc::invalid_argument);
   ip_mreq request{};
   request.imr_multiaddr = static_cast<const sockaddr_in*>(group.native())->sin_addr;
-  request.imr_interface = static_cast<const sockaddr_in*>(interface.native())->sin_addr;
+  request.imr_interface = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
   if ((ntohl(request.imr_multiaddr.s_addr) & 0xf0000000u) != 0xe0000000u)  // 224.0.0.0/4
     return std::make_error_code(std::errc::invalid_argument);
   const int name = how == Membership::join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP;
@@ -200,9 +210,9 @@ std::error_code multicast_membership_v6(Handle handle, const Address& group,
                             reinterpret_cast<const char*>(&request), sizeof request));
 }
 
-std::error_code set_multicast_interface_v4(Handle handle, const Address& interface) noexcept {
-  if (interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
-  const in_addr a = static_cast<const sockaddr_in*>(interface.native())->sin_addr;
+std::error_code set_multicast_interface_v4(Handle handle, const Address& local_interface) noexcept {
+  if (local_interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  const in_addr a = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
   return check(::setsockopt(socket_of(handle), IPPROTO_IP, IP_MULTICAST_IF,
                             reinterpret_cast<const char*>(&a), sizeof a));
 }
@@ -287,6 +297,7 @@ Result<Address> local_address(Handle handle) noexcept {
   if (auto ec =
           check(::getsockname(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
     return ec;
+  address.set_native_size(static_cast<std::uint32_t>(len));
   return address;
 }
 
@@ -296,6 +307,7 @@ Result<Address> peer_address(Handle handle) noexcept {
   if (auto ec =
           check(::getpeername(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
     return ec;
+  address.set_native_size(static_cast<std::uint32_t>(len));
   return address;
 }
 

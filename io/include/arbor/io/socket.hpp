@@ -15,10 +15,26 @@
 
 namespace arbor::io {
 
-enum class SocketType { tcp, udp };
+/// stream and datagram name the same kinds for Unix-domain sockets.
+enum class SocketType { tcp, udp, stream = tcp, datagram = udp };
 
-/// A new socket for `family_of`'s address family.
+/// A new socket for `family_of`'s address family (IPv4, IPv6 or Unix).
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept;
+/// Two connected Unix-domain sockets (socketpair(2)), each owned by the caller. Windows has no
+/// socketpair: operation_not_supported.
+struct HandlePair {
+  Handle first = kInvalidHandle;
+  Handle second = kInvalidHandle;
+};
+Result<HandlePair> socket_pair(SocketType type) noexcept;
+/// Who is at the other end of a connected Unix-domain socket, as the kernel recorded it when
+/// the connection was made (SO_PEERCRED). Linux only; elsewhere operation_not_supported.
+struct PeerCredentials {
+  std::int64_t pid = 0;
+  std::uint32_t uid = 0;
+  std::uint32_t gid = 0;
+};
+Result<PeerCredentials> peer_credentials(Handle handle) noexcept;
 std::error_code bind(Handle handle, const Address& address) noexcept;
 std::error_code listen(Handle handle, int backlog) noexcept;
 /// Which directions shutdown() ends: `read` makes pending and later reads see end of stream,
@@ -33,10 +49,11 @@ Result<std::size_t> bytes_readable(Handle handle) noexcept;
 /// Closes a handle that is not attached to an engine.
 void close_handle(Handle handle) noexcept;
 
-/// Sets the default peer of a datagram socket: sends without an address go to `peer`, and only
-/// its datagrams are received. Never waits (for a datagram socket the kernel only records the
-/// peer); stream sockets connect through the engine (OpKind::connect).
-std::error_code connect_datagram(Handle handle, const Address& peer) noexcept;
+/// connect(2) for the sockets whose connect never waits: a datagram socket (the kernel only
+/// records the default peer: sends without an address go there, and only its datagrams are
+/// received) and a Unix-domain stream (made or refused at once). TCP connects through the
+/// engine (OpKind::connect).
+std::error_code connect_now(Handle handle, const Address& peer) noexcept;
 
 /// broadcast: SO_BROADCAST, a datagram socket may send to a broadcast address.
 /// multicast_loop_v4: IP_MULTICAST_LOOP, this host's own members get what it sends (default on).
@@ -77,17 +94,17 @@ std::error_code set_keep_alive(Handle handle, const KeepAlive& timing) noexcept;
 Result<KeepAlive> get_keep_alive(Handle handle) noexcept;
 
 /// Joins or leaves the IPv4 multicast group `group` (its port is ignored) on the interface whose
-/// address is `interface` (0.0.0.0: the system chooses). A group that is not multicast or not
+/// address is `local_interface` (0.0.0.0: the system chooses). A group that is not multicast or not
 /// IPv4, or an IPv6 socket, is invalid_argument.
 enum class Membership { join, leave };
 std::error_code multicast_membership_v4(Handle handle, const Address& group,
-                                        const Address& interface, Membership how) noexcept;
+                                        const Address& local_interface, Membership how) noexcept;
 /// The same for an IPv6 group, on the interface with index `interface_index` (0: the system
 /// chooses).
 std::error_code multicast_membership_v6(Handle handle, const Address& group,
                                         std::uint32_t interface_index, Membership how) noexcept;
 /// The interface (by its IPv4 address) multicast datagrams leave from (IP_MULTICAST_IF).
-std::error_code set_multicast_interface_v4(Handle handle, const Address& interface) noexcept;
+std::error_code set_multicast_interface_v4(Handle handle, const Address& local_interface) noexcept;
 
 Result<Address> local_address(Handle handle) noexcept;
 Result<Address> peer_address(Handle handle) noexcept;
