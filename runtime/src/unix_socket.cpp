@@ -17,6 +17,13 @@ std::error_code not_unix() noexcept {
 // caller.
 Result<io::Handle> open_bound(const Address& address, io::SocketType type, bool bind) noexcept {
   if (!address.is_unix()) return not_unix();
+#if defined(_WIN32)
+  // Windows' AF_UNIX (10 1803 on) is stream-only, and the IOCP engine's accept and connect
+  // are made for TCP: rather than half a socket type, none (unix_socket.hpp).
+  (void)type;
+  (void)bind;
+  return std::make_error_code(std::errc::operation_not_supported);
+#endif
   auto handle = io::open_socket(address, type);
   if (!handle) return handle.error();
   if (bind)

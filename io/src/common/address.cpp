@@ -148,6 +148,12 @@ std::string_view Address::unix_name() const noexcept {
 }
 
 void Address::set_native_size(std::uint32_t size) noexcept {
+  // No name at all (not even a family): only an unbound Unix-domain sender is reported so (the
+  // kernel writes nothing), so this is an unnamed Unix address, not what the storage held.
+  if (size < sizeof(sockaddr::sa_family)) {
+    std::memset(storage_, 0, sizeof storage_);
+    reinterpret_cast<sockaddr_un*>(storage_)->sun_family = AF_UNIX;
+  }
   unix_size_ = std::min<std::uint32_t>(size, sizeof storage_);
 }
 

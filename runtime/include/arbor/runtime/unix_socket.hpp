@@ -11,9 +11,9 @@
 // A filesystem socket's file is made by bind and stays after close: removing it is the
 // caller's (binding an existing path fails with address_in_use). Abstract names
 // (Address::unix_abstract) make no file and go with the last socket bound to them.
-// Platforms: Linux has all of it, on every engine. Windows (IOCP) has none here: its AF_UNIX is
-// stream-only with no socketpair or credentials, and wine lacks it, so bind, connect and pair
-// fail there with the system's error (address_family_not_supported) or operation_not_supported.
+// Platforms: Linux has all of it, on every engine. Windows (IOCP) has none of it: its AF_UNIX
+// is stream-only, with no socketpair or credentials, and the engine's accept and connect are
+// made for TCP, so every constructor here fails there with operation_not_supported.
 #pragma once
 
 #include <utility>
