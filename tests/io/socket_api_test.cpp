@@ -3,6 +3,8 @@
 // compare equal to the same std::errc values).
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "arbor/io/socket.hpp"
 
 namespace arbor::io {
@@ -84,6 +86,72 @@ TEST(SocketApi, ShuttingDownAnUnconnectedSocketIsNotConnected) {
   ASSERT_TRUE(h);
   EXPECT_EQ(shutdown(*h, ShutdownHow::both), std::errc::not_connected);
   close_handle(*h);
+}
+
+TEST(SocketApi, LingerReadsBackOffOrItsTimeout) {
+  Listener listener;
+  auto off = get_linger(listener.handle);
+  ASSERT_TRUE(off) << off.error().message();
+  EXPECT_FALSE(off->has_value());
+  EXPECT_FALSE(set_linger(listener.handle, std::chrono::seconds(7)));
+  auto on = get_linger(listener.handle);
+  ASSERT_TRUE(on && on->has_value());
+  EXPECT_EQ(**on, std::chrono::seconds(7));
+  EXPECT_FALSE(set_linger(listener.handle, std::nullopt));
+  EXPECT_FALSE(get_linger(listener.handle)->has_value());
+  EXPECT_EQ(set_linger(listener.handle, std::chrono::seconds(-1)), std::errc::invalid_argument);
+  EXPECT_EQ(set_linger(listener.handle, std::chrono::seconds(70000)), std::errc::invalid_argument);
+}
+
+TEST(SocketApi, KeepAliveTimingReadsBackAndTurnsKeepAliveOn) {
+  Listener listener;
+  const KeepAlive timing{std::chrono::seconds(30), std::chrono::seconds(5), 4};
+  const auto e = set_keep_alive(listener.handle, timing);
+  if (e == std::errc::operation_not_supported)
+    GTEST_SKIP() << "this system cannot set keep-alive timing per socket (" << e.message() << ")";
+  ASSERT_FALSE(e) << e.message();
+  auto on = get_option(listener.handle, BoolOption::keep_alive);
+  ASSERT_TRUE(on);
+  EXPECT_TRUE(*on);
+  auto read = get_keep_alive(listener.handle);
+  ASSERT_TRUE(read) << read.error().message();
+  EXPECT_EQ(read->idle, timing.idle);
+  EXPECT_EQ(read->interval, timing.interval);
+  EXPECT_EQ(read->count, timing.count);
+}
+
+TEST(SocketApi, KeepAliveTimingOutOfRangeIsInvalidArgumentAndChangesNothing) {
+  Listener listener;
+  for (const KeepAlive bad : {KeepAlive{std::chrono::seconds(0), std::chrono::seconds(5), 4},
+                              KeepAlive{std::chrono::seconds(30), std::chrono::seconds(-1), 4},
+                              KeepAlive{std::chrono::seconds(30), std::chrono::seconds(5), 0},
+                              KeepAlive{std::chrono::hours(24), std::chrono::seconds(5), 4}})
+    EXPECT_EQ(set_keep_alive(listener.handle, bad), std::errc::invalid_argument);
+  auto on = get_option(listener.handle, BoolOption::keep_alive);
+  ASSERT_TRUE(on);
+  EXPECT_FALSE(*on);
+}
+
+TEST(SocketApi, UdpOptionsAndADefaultPeer) {
+  auto a = open_socket(Address::loopback_v4(0), SocketType::udp);
+  auto b = open_socket(Address::loopback_v4(0), SocketType::udp);
+  ASSERT_TRUE(a && b);
+  ASSERT_FALSE(bind(*a, Address::loopback_v4(0)));
+  ASSERT_FALSE(bind(*b, Address::loopback_v4(0)));
+  for (const bool value : {true, false}) {
+    EXPECT_FALSE(set_option(*a, BoolOption::broadcast, value));
+    EXPECT_EQ(get_option(*a, BoolOption::broadcast).value(), value);
+    EXPECT_FALSE(set_option(*a, BoolOption::multicast_loop_v4, value));
+    EXPECT_EQ(get_option(*a, BoolOption::multicast_loop_v4).value(), value);
+  }
+  EXPECT_EQ(peer_address(*a).error(), std::errc::not_connected);
+  const Address to = local_address(*b).value();
+  EXPECT_FALSE(connect_now(*a, to));
+  EXPECT_EQ(peer_address(*a).value(), to);
+  EXPECT_FALSE(set_multicast_interface_v4(*a, Address::loopback_v4(0)));
+  EXPECT_EQ(set_multicast_interface_v4(*a, Address::loopback_v6(0)), std::errc::invalid_argument);
+  close_handle(*a);
+  close_handle(*b);
 }
 
 TEST(SocketApi, ClosingTheInvalidHandleIsANoOp) {

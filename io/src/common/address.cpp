@@ -1,19 +1,28 @@
-// Address on sockaddr_in / sockaddr_in6: parsing and formatting numeric text only (no name
-// resolution), the same code on every platform (common/sockaddr.hpp has the one difference, the
-// headers).
+// Address on sockaddr_in / sockaddr_in6 / sockaddr_un: parsing and formatting numeric text only
+// (no name resolution), the same code on every platform (common/sockaddr.hpp has the one
+// difference, the headers).
 //
-// Invariant: storage_ holds a sockaddr_in or a sockaddr_in6 and its family field says which;
-// everything else (port, native_size(), the text form) follows from that field.
+// Invariant: storage_ holds a sockaddr_in, sockaddr_in6 or sockaddr_un and its family field says
+// which; for IP everything else (port, native_size(), the text form) follows from that field,
+// and for a sockaddr_un unix_size_ says how many bytes are in use (the kernel's length: an
+// abstract name's is the only record of where it ends).
 #include "arbor/address.hpp"
 
+#include <algorithm>
 #include <charconv>
+#include <cstddef>
 #include <cstring>
 
 #include "common/sockaddr.hpp"
 
 namespace arbor {
 
-static_assert(sizeof(sockaddr_in6) <= 28 && alignof(sockaddr_in6) <= 8);
+static_assert(sizeof(sockaddr_un) <= 112 && sizeof(sockaddr_in6) <= 112 &&
+              alignof(sockaddr_in6) <= 8 && alignof(sockaddr_un) <= 8);
+
+namespace {
+constexpr std::uint32_t kPathOffset = offsetof(sockaddr_un, sun_path);
+}  // namespace
 
 namespace {
 const sockaddr* as_sockaddr(const void* p) {
@@ -88,16 +97,74 @@ Address Address::loopback_v6(std::uint16_t port) noexcept {
   return address;
 }
 
+Result<Address> Address::unix_path(std::string_view path) noexcept {
+  // Room for the terminating NUL the kernel (and every other reader) expects of a path.
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path) ||
+      path.find('\0') != std::string_view::npos)
+    return std::make_error_code(std::errc::invalid_argument);
+  Address address;
+  std::memset(address.storage_, 0, sizeof address.storage_);
+  auto* un = reinterpret_cast<sockaddr_un*>(address.storage_);
+  un->sun_family = AF_UNIX;
+  std::memcpy(un->sun_path, path.data(), path.size());
+  address.unix_size_ = kPathOffset + static_cast<std::uint32_t>(path.size()) + 1;
+  return address;
+}
+
+Result<Address> Address::unix_abstract(std::string_view name) noexcept {
+  if (name.empty() || name.size() + 1 > sizeof(sockaddr_un::sun_path))
+    return std::make_error_code(std::errc::invalid_argument);
+  Address address;
+  std::memset(address.storage_, 0, sizeof address.storage_);
+  auto* un = reinterpret_cast<sockaddr_un*>(address.storage_);
+  un->sun_family = AF_UNIX;
+  std::memcpy(un->sun_path + 1, name.data(), name.size());  // sun_path[0] == 0: abstract
+  address.unix_size_ = kPathOffset + 1 + static_cast<std::uint32_t>(name.size());
+  return address;
+}
+
 bool Address::is_v6() const noexcept {
   return as_sockaddr(storage_)->sa_family == AF_INET6;
 }
 
+bool Address::is_unix() const noexcept {
+  return as_sockaddr(storage_)->sa_family == AF_UNIX;
+}
+
+bool Address::is_abstract() const noexcept {
+  return is_unix() && unix_size_ > kPathOffset &&
+         reinterpret_cast<const sockaddr_un*>(storage_)->sun_path[0] == '\0';
+}
+
+std::string_view Address::unix_name() const noexcept {
+  if (!is_unix() || unix_size_ <= kPathOffset) return {};
+  const char* path = reinterpret_cast<const sockaddr_un*>(storage_)->sun_path;
+  const std::size_t room = std::min<std::size_t>(unix_size_, sizeof storage_) - kPathOffset;
+  if (path[0] == '\0') return {path + 1, room - 1};
+  std::size_t n = 0;  // a path ends at its NUL, or where the kernel's length ends
+  while (n < room && path[n] != '\0')
+    ++n;
+  return {path, n};
+}
+
+void Address::set_native_size(std::uint32_t size) noexcept {
+  // No name at all (not even a family): only an unbound Unix-domain sender is reported so (the
+  // kernel writes nothing), so this is an unnamed Unix address, not what the storage held.
+  if (size < sizeof(sockaddr::sa_family)) {
+    std::memset(storage_, 0, sizeof storage_);
+    reinterpret_cast<sockaddr_un*>(storage_)->sun_family = AF_UNIX;
+  }
+  unix_size_ = std::min<std::uint32_t>(size, sizeof storage_);
+}
+
 std::uint16_t Address::port() const noexcept {
+  if (is_unix()) return 0;
   return is_v6() ? ntohs(reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_port)
                  : ntohs(reinterpret_cast<const sockaddr_in*>(storage_)->sin_port);
 }
 
 void Address::set_port(std::uint16_t port) noexcept {
+  if (is_unix()) return;
   if (is_v6())
     reinterpret_cast<sockaddr_in6*>(storage_)->sin6_port = htons(port);
   else
@@ -105,10 +172,16 @@ void Address::set_port(std::uint16_t port) noexcept {
 }
 
 std::uint32_t Address::native_size() const noexcept {
+  if (is_unix()) return unix_size_;
   return is_v6() ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
 std::string Address::to_string() const {
+  if (is_unix()) {
+    if (is_abstract()) return "@" + std::string(unix_name());
+    if (unix_name().empty()) return "(unnamed)";
+    return std::string(unix_name());
+  }
   char host[INET6_ADDRSTRLEN] = {};
   if (is_v6()) {
     inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(storage_)->sin6_addr, host,

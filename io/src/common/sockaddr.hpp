@@ -8,8 +8,11 @@
 // winsock.h and clash with it.
 #include <winsock2.h>
 #include <ws2tcpip.h>
+// afunix.h after winsock2.h (it uses ADDRESS_FAMILY)
+#include <afunix.h>
 #else
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #endif

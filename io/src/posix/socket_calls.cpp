@@ -20,6 +20,12 @@ std::int64_t error_result() noexcept {
 }
 constexpr int kSendNow = kSendFlags | MSG_DONTWAIT;
 
+bool is_listening(int fd) noexcept {
+  int listening = 0;
+  socklen_t size = sizeof listening;
+  return ::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &size) == 0 && listening != 0;
+}
+
 }  // namespace
 
 std::int64_t connect_step(const Operation& op, Handle handle, bool& started) noexcept {
@@ -62,15 +68,20 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
       socklen_t len = Address::capacity();
       sockaddr* addr = op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr;
       r = ::accept4(fd, addr, addr ? &len : nullptr, kAcceptFlags);
+      if (r >= 0 && addr) op.address->set_native_size(len);
       break;
     }
     case OpKind::connect:
       return -EINVAL;  // connect_step()
     case OpKind::receive_from: {
+      // MSG_TRUNC: the datagram's whole length comes back, so one longer than the buffer is
+      // seen (the kernel has discarded its tail; truncated_datagram() makes that the error).
       socklen_t len = Address::capacity();
-      r = ::recvfrom(fd, op.data, op.size, MSG_DONTWAIT,
+      r = ::recvfrom(fd, op.data, op.size, MSG_DONTWAIT | kDatagramReceiveFlags,
                      op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr,
                      op.address ? &len : nullptr);
+      if (r >= 0 && op.address) op.address->set_native_size(len);
+      if (r >= 0) return truncated_datagram(op, r);
       break;
     }
     case OpKind::send_to:
@@ -82,6 +93,14 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
       char byte;
       r = ::recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
       if (r > 0) r = 0;
+      // A listener has no bytes to peek at (Unix-domain ones say EINVAL, TCP ones ENOTCONN):
+      // for it, readable means an accept would not wait, which poll() tells.
+      if (r < 0 && (errno == EINVAL || errno == ENOTCONN) && is_listening(fd)) {
+        pollfd p{fd, POLLIN, 0};
+        const int ready = ::poll(&p, 1, 0);
+        if (ready < 0) return error_result();
+        return ready == 0 ? -EAGAIN : 0;
+      }
       break;
     }
   }
@@ -96,13 +115,14 @@ bool is_stream(Handle fd) noexcept {
   int type = 0;
   socklen_t size = sizeof type;
   return ::getsockopt(static_cast<int>(fd), SOL_SOCKET, SO_TYPE, &type, &size) == 0 &&
-         type == SOCK_STREAM;
+         type == SOCK_STREAM && !is_listening(static_cast<int>(fd));
 }
 
 int peer_into(Handle fd, Address& address) noexcept {
   auto size = static_cast<socklen_t>(Address::capacity());
   if (::getpeername(static_cast<int>(fd), static_cast<sockaddr*>(address.native()), &size) != 0)
     return -errno;
+  address.set_native_size(size);
   return 0;
 }
 

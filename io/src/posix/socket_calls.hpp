@@ -7,6 +7,7 @@
 
 #include <sys/socket.h>
 
+#include <cerrno>
 #include <cstdint>
 
 #include "arbor/io/operation.hpp"
@@ -17,6 +18,17 @@ namespace arbor::io::posix {
 inline constexpr int kSendFlags = MSG_NOSIGNAL;
 /// Flags for every accepted socket: non-blocking, closed on exec.
 inline constexpr int kAcceptFlags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+
+/// Flags for every datagram receive (receive_from): the result is the datagram's whole length,
+/// even when the buffer took only part of it.
+inline constexpr int kDatagramReceiveFlags = MSG_TRUNC;
+
+/// A datagram receive's result as the operation reports it: a datagram longer than the buffer
+/// (`received`, with kDatagramReceiveFlags, is its whole length) is -EMSGSIZE, not the silent
+/// prefix recv(2) would give; the kernel has already discarded it.
+inline std::int64_t truncated_datagram(const Operation& op, std::int64_t received) noexcept {
+  return received > static_cast<std::int64_t>(op.size) ? -EMSGSIZE : received;
+}
 
 /// Makes `fd` non-blocking; 0 or -errno.
 int make_non_blocking(Handle fd) noexcept;
@@ -38,7 +50,8 @@ std::int64_t connect_step(const Operation& op, Handle fd, bool& started) noexcep
 /// unconnected datagram socket reports ENOTCONN but is shut down all the same.
 void shut_down_for_close(Handle fd, bool call_in_flight) noexcept;
 
-/// Whether `fd` is a stream (SOCK_STREAM) socket.
+/// Whether `fd` is a stream (SOCK_STREAM) socket that is not listening: one whose bytes a
+/// receive takes (a listener's readable() waits for a connection, not bytes).
 bool is_stream(Handle fd) noexcept;
 
 /// The peer address of a freshly accepted `fd`, written to `address`: 0 or -errno.

@@ -201,11 +201,17 @@ std::int64_t finish(Operation& op, const IocpDescriptor& d, const Extensions& ex
         ext.accept_ex_sockaddrs(state.addresses, 0, kAcceptAddressSlot, kAcceptAddressSlot, &local,
                                 &local_size, &peer, &peer_size);
         if (peer != nullptr && peer_size > 0 &&
-            static_cast<std::uint32_t>(peer_size) <= Address::capacity())
+            static_cast<std::uint32_t>(peer_size) <= Address::capacity()) {
           std::memcpy(op.address->native(), peer, static_cast<std::size_t>(peer_size));
+          op.address->set_native_size(static_cast<std::uint32_t>(peer_size));
+        }
       }
       return static_cast<std::int64_t>(state.accepted);
     }
+    case OpKind::receive_from:
+      if (raw >= 0 && op.address != nullptr)
+        op.address->set_native_size(static_cast<std::uint32_t>(state.address_size));
+      return raw;
     case OpKind::connect:
       // Without it the socket does not know it is connected (getpeername, shutdown fail).
       if (::setsockopt(s, SOL_SOCKET, SO_UPDATE_CONNECT_CONTEXT, nullptr, 0) != 0)
@@ -234,13 +240,14 @@ std::int64_t negative_errno(DWORD error) noexcept {
 
 std::int64_t completion_result(const OVERLAPPED& overlapped, DWORD bytes) noexcept {
   const auto status = static_cast<NTSTATUS>(overlapped.Internal);
-  // STATUS_BUFFER_OVERFLOW: a datagram larger than the buffer, truncated, as recv(2) does.
+  // STATUS_BUFFER_OVERFLOW: a datagram larger than the buffer, whose tail Windows discarded.
+  // Reported (EMSGSIZE, as the POSIX engines report it), not passed off as a whole datagram.
   constexpr NTSTATUS kBufferOverflow = static_cast<NTSTATUS>(0x80000005L);
+  if (status == kBufferOverflow) return -EMSGSIZE;
   // A call cancelled after it moved bytes reports them: they left the socket's buffers, so
   // reporting the cancel instead would lose them (or, for a send issued again, repeat them).
   constexpr NTSTATUS kCancelled = static_cast<NTSTATUS>(0xC0000120L);
-  if (status >= 0 || status == kBufferOverflow || (status == kCancelled && bytes > 0))
-    return static_cast<std::int64_t>(bytes);
+  if (status >= 0 || (status == kCancelled && bytes > 0)) return static_cast<std::int64_t>(bytes);
   return negative_errno(::RtlNtStatusToDosError(status));
 }
 

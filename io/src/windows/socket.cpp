@@ -40,6 +40,10 @@ OptionName native(BoolOption option) noexcept {
       return {SOL_SOCKET, SO_KEEPALIVE};
     case BoolOption::v6_only:
       return {IPPROTO_IPV6, IPV6_V6ONLY};
+    case BoolOption::broadcast:
+      return {SOL_SOCKET, SO_BROADCAST};
+    case BoolOption::multicast_loop_v4:
+      return {IPPROTO_IP, IP_MULTICAST_LOOP};
     default:
       return {SOL_SOCKET, SO_KEEPALIVE};
   }
@@ -57,7 +61,7 @@ std::error_code no_such_option() noexcept {
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   if (auto ec = windows::winsock_start()) return ec;
-  const int family = family_of.is_v6() ? AF_INET6 : AF_INET;
+  const int family = family_of.is_unix() ? AF_UNIX : family_of.is_v6() ? AF_INET6 : AF_INET;
   const int kind = type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM;
   const SOCKET s =
       ::WSASocketW(family, kind, 0, nullptr, 0, WSA_FLAG_OVERLAPPED | WSA_FLAG_NO_HANDLE_INHERIT);
@@ -71,9 +75,24 @@ Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   return static_cast<Handle>(s);
 }
 
+// Windows has AF_UNIX stream sockets (10 1803 on) but no socketpair, and no SO_PEERCRED.
+Result<HandlePair> socket_pair(SocketType) noexcept {
+  return std::make_error_code(std::errc::operation_not_supported);
+}
+
+Result<PeerCredentials> peer_credentials(Handle) noexcept {
+  return std::make_error_code(std::errc::operation_not_supported);
+}
+
 std::error_code bind(Handle handle, const Address& address) noexcept {
   return check(::bind(socket_of(handle), static_cast<const sockaddr*>(address.native()),
                       static_cast<int>(address.native_size())));
+}
+
+// Winsock's connect() on a datagram socket, as on POSIX, only records the peer: it never waits.
+std::error_code connect_now(Handle handle, const Address& peer) noexcept {
+  return check(::connect(socket_of(handle), static_cast<const sockaddr*>(peer.native()),
+                         static_cast<int>(peer.native_size())));
 }
 
 std::error_code listen(Handle handle, int backlog) noexcept {
@@ -164,12 +183,121 @@ std::error_code set_linger_reset(Handle handle) noexcept {
                             reinterpret_cast<const char*>(&l), sizeof l));
 }
 
+std::error_code multicast_membership_v4(Handle handle, const Address& group,
+                                        const Address& local_interface, Membership how) noexcept {
+  if (group.is_v6() || local_interface.is_v6())
+    return std::make_error_code(std::errc::invalid_argument);
+  ip_mreq request{};
+  request.imr_multiaddr = static_cast<const sockaddr_in*>(group.native())->sin_addr;
+  request.imr_interface = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
+  if ((ntohl(request.imr_multiaddr.s_addr) & 0xf0000000u) != 0xe0000000u)  // 224.0.0.0/4
+    return std::make_error_code(std::errc::invalid_argument);
+  const int name = how == Membership::join ? IP_ADD_MEMBERSHIP : IP_DROP_MEMBERSHIP;
+  return check(::setsockopt(socket_of(handle), IPPROTO_IP, name,
+                            reinterpret_cast<const char*>(&request), sizeof request));
+}
+
+std::error_code multicast_membership_v6(Handle handle, const Address& group,
+                                        std::uint32_t interface_index, Membership how) noexcept {
+  if (!group.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  ipv6_mreq request{};
+  request.ipv6mr_multiaddr = static_cast<const sockaddr_in6*>(group.native())->sin6_addr;
+  request.ipv6mr_interface = interface_index;
+  if (request.ipv6mr_multiaddr.s6_addr[0] != 0xff)  // ff00::/8
+    return std::make_error_code(std::errc::invalid_argument);
+  const int name = how == Membership::join ? IPV6_JOIN_GROUP : IPV6_LEAVE_GROUP;
+  return check(::setsockopt(socket_of(handle), IPPROTO_IPV6, name,
+                            reinterpret_cast<const char*>(&request), sizeof request));
+}
+
+std::error_code set_multicast_interface_v4(Handle handle, const Address& local_interface) noexcept {
+  if (local_interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  const in_addr a = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
+  return check(::setsockopt(socket_of(handle), IPPROTO_IP, IP_MULTICAST_IF,
+                            reinterpret_cast<const char*>(&a), sizeof a));
+}
+
+std::error_code set_linger(Handle handle, std::optional<std::chrono::seconds> timeout) noexcept {
+  if (timeout && (timeout->count() < 0 || timeout->count() > 65535))
+    return std::make_error_code(std::errc::invalid_argument);
+  const linger l{static_cast<u_short>(timeout ? 1 : 0),
+                 static_cast<u_short>(timeout ? timeout->count() : 0)};
+  return check(::setsockopt(socket_of(handle), SOL_SOCKET, SO_LINGER,
+                            reinterpret_cast<const char*>(&l), sizeof l));
+}
+
+Result<std::optional<std::chrono::seconds>> get_linger(Handle handle) noexcept {
+  linger l{};
+  int len = sizeof l;
+  if (auto ec = check(::getsockopt(socket_of(handle), SOL_SOCKET, SO_LINGER,
+                                   reinterpret_cast<char*>(&l), &len)))
+    return ec;
+  if (l.l_onoff == 0) return std::optional<std::chrono::seconds>{};
+  return std::optional<std::chrono::seconds>{std::chrono::seconds(l.l_linger)};
+}
+
+// The per-socket keep-alive options of Windows 10 1709 and later (ws2ipdef.h; older mingw
+// headers lack them). Older Windows, and wine where it lacks them, fail the setsockopt, which
+// is reported as operation_not_supported: SIO_KEEPALIVE_VALS could set idle and interval there
+// but not the count, and half the timing is not what the caller asked for.
+#ifndef TCP_KEEPIDLE
+#define TCP_KEEPIDLE 3  // TCP_KEEPALIVE
+#endif
+#ifndef TCP_KEEPCNT
+#define TCP_KEEPCNT 16
+#endif
+#ifndef TCP_KEEPINTVL
+#define TCP_KEEPINTVL 17
+#endif
+
+std::error_code set_keep_alive(Handle handle, const KeepAlive& timing) noexcept {
+  constexpr auto kMax = std::chrono::seconds(32767);  // as the POSIX version, one contract
+  if (timing.idle.count() < 1 || timing.interval.count() < 1 || timing.count < 1 ||
+      timing.idle > kMax || timing.interval > kMax || timing.count > 127)
+    return std::make_error_code(std::errc::invalid_argument);
+  const SOCKET s = socket_of(handle);
+  const DWORD idle = static_cast<DWORD>(timing.idle.count());
+  const DWORD interval = static_cast<DWORD>(timing.interval.count());
+  const DWORD count = static_cast<DWORD>(timing.count);
+  const BOOL on = TRUE;
+  auto set = [s](int level, int name, const void* value, int size) {
+    return ::setsockopt(s, level, name, static_cast<const char*>(value), size) == 0;
+  };
+  if (!set(IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) ||
+      !set(IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) ||
+      !set(IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count)) {
+    const int error = ::WSAGetLastError();
+    if (error == WSAENOPROTOOPT || error == WSAEINVAL)
+      return std::make_error_code(std::errc::operation_not_supported);
+    return windows::from_wsa_error(error);
+  }
+  return check(
+      ::setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, reinterpret_cast<const char*>(&on), sizeof on));
+}
+
+Result<KeepAlive> get_keep_alive(Handle handle) noexcept {
+  const SOCKET s = socket_of(handle);
+  DWORD idle = 0, interval = 0, count = 0;
+  int a = sizeof idle, b = sizeof interval, c = sizeof count;
+  if (::getsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, reinterpret_cast<char*>(&idle), &a) != 0 ||
+      ::getsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, reinterpret_cast<char*>(&interval), &b) != 0 ||
+      ::getsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, reinterpret_cast<char*>(&count), &c) != 0) {
+    const int error = ::WSAGetLastError();
+    if (error == WSAENOPROTOOPT || error == WSAEINVAL)
+      return std::make_error_code(std::errc::operation_not_supported);
+    return windows::from_wsa_error(error);
+  }
+  return KeepAlive{std::chrono::seconds(idle), std::chrono::seconds(interval),
+                   static_cast<int>(count)};
+}
+
 Result<Address> local_address(Handle handle) noexcept {
   Address address;
   int len = static_cast<int>(Address::capacity());
   if (auto ec =
           check(::getsockname(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
     return ec;
+  address.set_native_size(static_cast<std::uint32_t>(len));
   return address;
 }
 
@@ -179,6 +307,7 @@ Result<Address> peer_address(Handle handle) noexcept {
   if (auto ec =
           check(::getpeername(socket_of(handle), static_cast<sockaddr*>(address.native()), &len)))
     return ec;
+  address.set_native_size(static_cast<std::uint32_t>(len));
   return address;
 }
 

@@ -26,5 +26,6 @@
 #include "arbor/runtime/tcp_stream.hpp"
 #include "arbor/runtime/timer.hpp"
 #include "arbor/runtime/udp_socket.hpp"
+#include "arbor/runtime/unix_socket.hpp"
 #include "arbor/runtime/when_all.hpp"
 #include "arbor/runtime/when_any.hpp"

@@ -59,7 +59,7 @@ void prepare(io_uring_sqe* sqe, Operation& op, int fd) noexcept {
       if (op.kind == OpKind::send_to)
         io_uring_prep_sendmsg(sqe, fd, &state.message, posix::kSendFlags);
       else
-        io_uring_prep_recvmsg(sqe, fd, &state.message, 0);
+        io_uring_prep_recvmsg(sqe, fd, &state.message, posix::kDatagramReceiveFlags);
       break;
     }
     case OpKind::readable:
@@ -558,6 +558,14 @@ void UringEngine::complete(const sched::Event& event, sched::Disposition) noexce
   SubmitBatch batch;
   // recvmsg already wrote a receive_from peer into op.address; a poll's mask means readable.
   if (op->kind == OpKind::readable && result > 0) result = 0;
+  if (op->kind == OpKind::receive_from && result >= 0) {
+    // The kernel wrote the sender's length into our msghdr; a Unix address needs it.
+    if (op->address != nullptr)
+      op->address->set_native_size(state_of<UringOp>(*op).message.msg_namelen);
+    result = posix::truncated_datagram(*op, result);
+  }
+  if (op->kind == OpKind::accept && result >= 0 && op->address != nullptr)
+    op->address->set_native_size(state_of<UringOp>(*op).address_size);
   op->complete(*op, result);
 }
 

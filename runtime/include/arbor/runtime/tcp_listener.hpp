@@ -15,7 +15,7 @@
 #include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/result.hpp"
-#include "arbor/runtime/attached_socket.hpp"
+#include "arbor/runtime/basic_socket.hpp"
 #include "arbor/runtime/tcp_stream.hpp"
 
 namespace arbor {
@@ -27,7 +27,7 @@ struct ListenOptions {
   bool reuse_port = false;
 };
 
-class TcpListener {
+class TcpListener : public BasicSocket {
  public:
   TcpListener() = default;
   static Result<TcpListener> bind(Runtime& runtime, const Address& address,
@@ -42,11 +42,18 @@ class TcpListener {
   /// accepted for it but not handed out are closed. Idempotent. Afterwards this object owns
   /// no descriptor (the engine closes the handle).
   void close() noexcept { socket_.close(); }
-  bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
+
+  /// Options accepted connections inherit (on Linux and Windows): TCP_NODELAY, keep-alive and
+  /// the buffer sizes (BasicSocket) set here apply to every stream accept() returns.
+  Result<void> set_no_delay(bool on) noexcept { return set(io::BoolOption::no_delay, on); }
+  Result<void> set_keep_alive(bool on) noexcept { return set(io::BoolOption::keep_alive, on); }
+  /// Whether SO_REUSEPORT is on (ListenOptions::reuse_port sets it before the bind, the only
+  /// time it matters); Windows has no such option (no_protocol_option).
+  Result<bool> reuse_port() const noexcept { return get(io::BoolOption::reuse_port); }
 
  private:
-  TcpListener(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
-  detail::AttachedSocket socket_;
+  TcpListener(io::Engine& engine, io::DescriptorRef socket) noexcept
+      : BasicSocket(engine, socket) {}
 };
 
 }  // namespace arbor

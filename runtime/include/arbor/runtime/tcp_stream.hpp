@@ -5,10 +5,8 @@
 //   auto n = co_await stream->read_some(buffer);   // Result<std::size_t>; 0 = peer closed
 //   co_await stream->write_all(reply);             // Result<void>
 //
-// Every operation returns a Result; none throws. At most one read-side and one write-side
-// operation may be pending at a time (a second gets device_or_resource_busy). close() — or
-// destruction — completes pending operations with operation_canceled. Writes to a peer that
-// reset the connection fail with broken_pipe / connection_reset; they never raise SIGPIPE.
+// The reads, writes, shutdown_write and close are StreamSocket's (shared with UnixStream),
+// which says what may be pending at once and how close() ends it.
 #pragma once
 
 #include <chrono>
@@ -19,81 +17,37 @@
 #include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
 #include "arbor/result.hpp"
-#include "arbor/runtime/attached_socket.hpp"
-#include "arbor/runtime/io_awaiter.hpp"
+#include "arbor/runtime/stream_socket.hpp"
 #include "arbor/runtime/task.hpp"
 
 namespace arbor {
 
 class Runtime;
 
-class TcpStream {
+class TcpStream : public StreamSocket {
  public:
   TcpStream() = default;
   /// Adopts an attached socket (what Engine::attach returns; TcpListener::accept and connect
   /// use it).
-  TcpStream(io::Engine& engine, io::DescriptorRef socket) noexcept : socket_(engine, socket) {}
+  TcpStream(io::Engine& engine, io::DescriptorRef socket) noexcept : StreamSocket(engine, socket) {}
 
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address,
                                          std::chrono::milliseconds timeout);
 
-  /// Reads what is available, at least one byte; 0 means the peer closed its side.
-  detail::TransferAwaiter read_some(std::span<std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::receive,
-                                   buffer.data(), buffer.size());
-  }
-  /// Waits until read_some would not wait (data, the peer's end, or an error is there),
-  /// consuming nothing: a connection that waits this way pins no buffer (Tokio's readable()).
-  /// It counts as the pending read-side operation. Like any readiness it may, rarely, be
-  /// followed by a read that finds nothing yet and waits.
-  detail::StatusAwaiter readable() noexcept {
-    return detail::StatusAwaiter(socket_.engine(), socket_.ref(), io::OpKind::readable);
-  }
-  /// Reads what is available now, without waiting: bytes read (0: the peer closed its side,
-  /// or `buffer` is empty), or resource_unavailable_try_again if nothing is there yet. The
-  /// partner of readable(), whose readiness may be stale: a server that waits with readable()
-  /// takes its buffer and tries this, and on try_again gives the buffer back and waits again,
-  /// so it never holds a buffer while it waits. Not while a read on this stream is pending
-  /// (device_or_resource_busy).
-  Result<std::size_t> try_read_some(std::span<std::byte> buffer) noexcept;
-  /// Reads exactly buffer.size() bytes; end_of_stream if the peer closes first.
-  Task<Result<void>> read_exact(std::span<std::byte> buffer);
-
-  /// Writes some of `buffer` (at least one byte unless it is empty).
-  detail::TransferAwaiter write_some(std::span<const std::byte> buffer) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send,
-                                   const_cast<std::byte*>(buffer.data()), buffer.size());
-  }
-  /// Gather write of some of `buffers` (no copy; the array must outlive the await).
-  detail::TransferAwaiter write_some(std::span<const io::ConstBuffer> buffers) noexcept {
-    return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send_vectored,
-                                   const_cast<io::ConstBuffer*>(buffers.data()), buffers.size());
-  }
-  /// Writes all of `buffer`.
-  Task<Result<void>> write_all(std::span<const std::byte> buffer);
-  /// Writes all of `buffers`, in order, with as few system calls as the kernel allows.
-  Task<Result<void>> write_all(std::span<const io::ConstBuffer> buffers);
-
-  /// Sends FIN: the peer reads end-of-stream; this side can still read.
-  Result<void> shutdown_write() noexcept;
-  /// Closes now: when it returns the peer can see the end of the stream; pending operations
-  /// complete with operation_canceled. Idempotent. Afterwards this object owns no descriptor
-  /// (the engine closes the handle).
-  void close() noexcept { socket_.close(); }
-  bool is_open() const noexcept { return socket_.descriptor() != nullptr; }
-
-  Result<void> set_no_delay(bool on) noexcept;
-  Result<void> set_keep_alive(bool on) noexcept;
+  /// TCP_NODELAY: segments leave at once instead of waiting to coalesce (Nagle).
+  Result<void> set_no_delay(bool on) noexcept { return set(io::BoolOption::no_delay, on); }
+  Result<bool> no_delay() const noexcept { return get(io::BoolOption::no_delay); }
+  /// SO_KEEPALIVE with the system's timing, or (the second) with `timing`.
+  Result<void> set_keep_alive(bool on) noexcept { return set(io::BoolOption::keep_alive, on); }
+  Result<void> set_keep_alive(const io::KeepAlive& timing) noexcept;
+  Result<bool> keep_alive() const noexcept { return get(io::BoolOption::keep_alive); }
+  Result<io::KeepAlive> keep_alive_timing() const noexcept;
   /// Makes close() send a reset (RST) instead of a FIN.
   Result<void> set_linger_reset() noexcept;
   Result<Address> local_address() const noexcept { return socket_.local_address(); }
-  Result<Address> peer_address() const noexcept;
-  io::Handle native_handle() const noexcept;
-
- private:
-  detail::AttachedSocket socket_;
+  Result<Address> peer_address() const noexcept { return peer(); }
 };
 
 }  // namespace arbor
