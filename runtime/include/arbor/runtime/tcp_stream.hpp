@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
@@ -37,6 +38,11 @@ class TcpStream {
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address,
+                                         std::chrono::milliseconds timeout);
+  /// Connects to "host:port" or "[v6]:port": resolves it (resolve.hpp), then tries the
+  /// addresses Happy Eyeballs style (happy_eyeballs.hpp). The text is copied at the call.
+  static Task<Result<TcpStream>> connect(Runtime& runtime, std::string_view host_port);
+  static Task<Result<TcpStream>> connect(Runtime& runtime, std::string_view host_port,
                                          std::chrono::milliseconds timeout);
 
   /// Reads what is available, at least one byte; 0 means the peer closed its side.
