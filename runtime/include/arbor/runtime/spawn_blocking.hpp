@@ -118,8 +118,10 @@ struct BlockingState final : BlockingResult<T> {
   }
 };
 
+// What the handle gives: the function's result by value (a reference it returns is copied, as
+// nothing it refers to is the handle's to keep alive).
 template <class F>
-using blocking_result_t = std::invoke_result_t<std::decay_t<F>&>;
+using blocking_result_t = std::remove_cvref_t<std::invoke_result_t<std::decay_t<F>&>>;
 
 }  // namespace detail
 
