@@ -70,6 +70,7 @@ perf: release
 	perf/compare-runtime-lifecycle
 	perf/compare-echo
 	perf/compare-lines
+	perf/compare-resolve
 	perf/http/compare
 
 format:

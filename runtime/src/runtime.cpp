@@ -9,6 +9,7 @@
 #include "arbor/internal/log.hpp"
 #include "arbor/io/socket.hpp"
 #include "arbor/runtime/error.hpp"
+#include "blocking_pool.hpp"
 
 namespace arbor {
 
@@ -68,6 +69,16 @@ Result<RuntimeOptions> RuntimeOptions::from_env() {
     }
     o.scheduler.workers = n;
   }
+  if (const char* v = std::getenv("ARBOR_MAX_BLOCKING_THREADS"); v != nullptr && *v != '\0') {
+    const std::string_view s(v);
+    int n = 0;
+    const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), n);
+    if (ec != std::errc{} || end != s.data() + s.size() || n < 1 || n > 4096) {
+      log::error("ARBOR_MAX_BLOCKING_THREADS='{}' is not a number in 1..4096", v);
+      return std::make_error_code(std::errc::invalid_argument);
+    }
+    o.blocking.max_threads = n;
+  }
   return o;
 }
 
@@ -88,6 +99,8 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
                             "arbor: engine '" + options_.engine.kind + "' cannot start");
   }
   engine_ = std::move(*engine);
+  if (options_.blocking.max_threads < 1) options_.blocking.max_threads = 1;
+  blocking_ = std::make_unique<detail::BlockingPool>(options_.blocking);  // no thread yet
   root_ = TaskContext{this, stop_.get_token(), /*engine_cancels=*/true};
 }
 
@@ -140,12 +153,23 @@ void Runtime::shutdown() noexcept {
       log::warn("shutdown: {} task(s) still running after {} ms of cancellation; abandoning them",
                 live_.load(), options_.shutdown_timeout.count());
   }
+  // After the tasks: their waits on blocking jobs have been cancelled, so no job completing
+  // now resumes anyone. Before the scheduler stops, so that one would still resume on it.
+  blocking_->shutdown(options_.shutdown_timeout);
   engine_->stop();
   scheduler_->stop();
   // Notify under the lock: a waiter may destroy the runtime as soon as it sees shut_down.
   std::lock_guard lock(shutdown_mutex_);
   phase_ = Phase::shut_down;
   shutdown_progress_.notify_all();
+}
+
+int Runtime::blocking_threads() const noexcept {
+  return blocking_->threads();
+}
+
+void Runtime::submit_blocking(detail::BlockingJob& job) noexcept {
+  blocking_->submit(job);
 }
 
 void Runtime::task_finished() noexcept {

@@ -22,19 +22,26 @@
 #include "arbor/io/submit_batch.hpp"
 #include "arbor/result.hpp"
 #include "arbor/runtime/join_handle.hpp"
+#include "arbor/runtime/spawn_blocking.hpp"
 #include "arbor/runtime/task.hpp"
 #include "arbor/sched/scheduler.hpp"
 
 namespace arbor {
+
+namespace detail {
+class BlockingPool;
+}
 
 struct RuntimeOptions {
   sched::SchedulerOptions scheduler;
   io::EngineOptions engine;
   /// How long shutdown waits for cancelled tasks to finish before it gives up on them.
   std::chrono::milliseconds shutdown_timeout{5000};
+  /// The spawn_blocking pool: its thread bound (ARBOR_MAX_BLOCKING_THREADS) and keep-alive.
+  BlockingPoolOptions blocking;
 
   /// Engine options from ARBOR_ENGINE, ARBOR_POLLERS, ... (see io::EngineOptions::from_env),
-  /// worker count from ARBOR_WORKERS.
+  /// worker count from ARBOR_WORKERS, the blocking pool's bound from ARBOR_MAX_BLOCKING_THREADS.
   static Result<RuntimeOptions> from_env();
 };
 
@@ -83,6 +90,20 @@ class Runtime {
   JoinHandle<T> spawn_in(Task<T> task, const TaskContext* context) {
     return start(std::move(task), context, nullptr);
   }
+
+  /// Runs `fn()` on the blocking pool (spawn_blocking.hpp) and returns the handle to await
+  /// its result. The job owns a decayed copy of `fn`; the handle and the pool share the job,
+  /// which goes when both are done with it. Safe from any thread; after shutdown the job is
+  /// not run and awaiting it throws operation_canceled.
+  template <class F>
+  BlockingHandle<detail::blocking_result_t<F>> spawn_blocking(F&& fn) {
+    using T = detail::blocking_result_t<F>;
+    auto* job = new detail::BlockingState<std::decay_t<F>, T>(std::forward<F>(fn), this);
+    submit_blocking(*job);
+    return BlockingHandle<T>(job);
+  }
+  /// Threads the blocking pool runs now (started on demand, gone after the keep-alive).
+  int blocking_threads() const noexcept;
 
   /// Cancels every task's pending and later operations (they complete with
   /// operation_canceled): the runtime is shutting down. Safe from any thread.
@@ -139,10 +160,12 @@ class Runtime {
   }
 
   void task_finished() noexcept;
+  void submit_blocking(detail::BlockingJob& job) noexcept;
 
   RuntimeOptions options_;
   std::unique_ptr<sched::Scheduler> scheduler_;
   std::unique_ptr<io::Engine> engine_;
+  std::unique_ptr<detail::BlockingPool> blocking_;
   std::stop_source stop_;
   TaskContext root_;
   std::atomic<std::int64_t> live_{0};

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <optional>
 #include <span>
+#include <string_view>
 
 #include "arbor/address.hpp"
 #include "arbor/io/engine.hpp"
@@ -34,6 +35,11 @@ class TcpStream : public StreamSocket {
   /// Connects to `address`; with a timeout, gives timed_out when it passes.
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address);
   static Task<Result<TcpStream>> connect(Runtime& runtime, Address address,
+                                         std::chrono::milliseconds timeout);
+  /// Connects to "host:port" or "[v6]:port": resolves it (resolve.hpp), then tries the
+  /// addresses Happy Eyeballs style (happy_eyeballs.hpp). The text is copied at the call.
+  static Task<Result<TcpStream>> connect(Runtime& runtime, std::string_view host_port);
+  static Task<Result<TcpStream>> connect(Runtime& runtime, std::string_view host_port,
                                          std::chrono::milliseconds timeout);
 
   /// TCP_NODELAY: segments leave at once instead of waiting to coalesce (Nagle).
