@@ -249,23 +249,18 @@ arbor::Task<std::optional<Failure>> read_body(Connection& c, const Head& head) {
   }
 }
 
-// TEMPORARY until resolve lands: numeric hosts only.
-arbor::Task<arbor::Result<arbor::TcpStream>> connect_to(arbor::Runtime& rt, const std::string& host,
-                                                        std::uint16_t port) {
-  const std::string text =
-      (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(port);
-  auto address = arbor::Address::parse(text);
-  if (!address) co_return address.error();
-  co_return co_await arbor::TcpStream::connect(rt, *address);
-}
-
 // One request on `c` (connecting first if it is not open): the status, or why not.
 arbor::Task<Outcome<Head>> fetch(arbor::Runtime& rt, std::unique_ptr<Connection>& c, const Url& url,
                                  const Options& options) {
   const std::string key = url.host + ":" + std::to_string(url.port);
   if (!c || c->key != key) {
     c.reset();
-    auto stream = co_await connect_to(rt, url.host, url.port);
+    // The name is resolved (numeric hosts are not) and its addresses tried Happy Eyeballs
+    // style; `target` outlives the task that reads it (a string_view parameter).
+    const std::string target =
+        (url.host.find(':') != std::string::npos ? "[" + url.host + "]" : url.host) + ":" +
+        std::to_string(url.port);
+    auto stream = co_await arbor::TcpStream::connect(rt, target);
     if (!stream) co_return Failure{"cannot connect to " + key + ": " + stream.error().message()};
     c = std::make_unique<Connection>(std::move(*stream));
     c->key = key;

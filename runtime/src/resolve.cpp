@@ -65,25 +65,6 @@ Result<Address> numeric(std::string_view host, std::uint16_t port) {
   return Address::parse(text);
 }
 
-std::error_code from_getaddrinfo(int rc) noexcept {
-  // if-chains, not a switch: some of these are aliases of each other on some platforms.
-  if (rc == EAI_NONAME) return make_error_code(ResolveErrc::host_not_found);
-#if defined(EAI_NODATA)
-  if (rc == EAI_NODATA) return make_error_code(ResolveErrc::host_not_found);
-#endif
-#if defined(EAI_ADDRFAMILY)
-  if (rc == EAI_ADDRFAMILY) return make_error_code(ResolveErrc::host_not_found);
-#endif
-  if (rc == EAI_AGAIN) return make_error_code(ResolveErrc::try_again);
-  if (rc == EAI_MEMORY) return std::make_error_code(std::errc::not_enough_memory);
-  if (rc == EAI_SERVICE || rc == EAI_FAMILY || rc == EAI_SOCKTYPE || rc == EAI_BADFLAGS)
-    return std::make_error_code(std::errc::invalid_argument);
-#if defined(EAI_SYSTEM)
-  if (rc == EAI_SYSTEM && errno != 0) return {errno, std::generic_category()};
-#endif
-  return make_error_code(ResolveErrc::failed);
-}
-
 Task<Result<std::vector<Address>>> resolve_owned(Runtime& runtime, std::string host,
                                                  std::uint16_t port) {
   if (auto bad = check_host(host)) co_return bad;
@@ -110,6 +91,25 @@ const std::error_category& resolve_category() noexcept {
 }
 
 namespace detail {
+
+std::error_code from_getaddrinfo(int rc) noexcept {
+  // if-chains, not a switch: some of these are aliases of each other on some platforms.
+  if (rc == EAI_NONAME) return make_error_code(ResolveErrc::host_not_found);
+#if defined(EAI_NODATA)
+  if (rc == EAI_NODATA) return make_error_code(ResolveErrc::host_not_found);
+#endif
+#if defined(EAI_ADDRFAMILY)
+  if (rc == EAI_ADDRFAMILY) return make_error_code(ResolveErrc::host_not_found);
+#endif
+  if (rc == EAI_AGAIN) return make_error_code(ResolveErrc::try_again);
+  if (rc == EAI_MEMORY) return std::make_error_code(std::errc::not_enough_memory);
+  if (rc == EAI_SERVICE || rc == EAI_FAMILY || rc == EAI_SOCKTYPE || rc == EAI_BADFLAGS)
+    return std::make_error_code(std::errc::invalid_argument);
+#if defined(EAI_SYSTEM)
+  if (rc == EAI_SYSTEM && errno != 0) return {errno, std::generic_category()};
+#endif
+  return make_error_code(ResolveErrc::failed);
+}
 
 Result<std::pair<std::string_view, std::uint16_t>> split_host_port(std::string_view text) noexcept {
   const auto bad = std::make_error_code(std::errc::invalid_argument);

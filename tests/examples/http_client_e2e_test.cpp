@@ -154,6 +154,19 @@ TEST(HttpClientExample, FetchesFromArborsOwnServer) {
   EXPECT_EQ(server.stop(SIGTERM), 0);
 }
 
+// "localhost" is resolved (to ::1 and 127.0.0.1 here, in the hosts file's order) and tried in
+// turn: the scripted server listens on 127.0.0.1 only, so an attempt on ::1 is refused first.
+TEST(HttpClientExample, ANameIsResolvedAndItsAddressesTried) {
+  ScriptedServer server({{std::string(kOk) + "CLOSE"}});
+  const std::string url = server.url("/named");
+  const auto run = run_client({"http://localhost" + url.substr(url.rfind(':'))});
+  server.join();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, "hello");
+  ASSERT_EQ(server.requests().size(), 1u);
+  EXPECT_NE(server.requests()[0].find("Host: localhost:"), std::string::npos);
+}
+
 TEST(HttpClientExample, SendsAWellFormedRequestAndPrintsTheHeadWhenAsked) {
   ScriptedServer server(
       {{std::string("HTTP/1.1 200 OK\r\nX-Test: yes\r\nContent-Length: 2\r\n\r\nokCLOSE")}});
