@@ -42,7 +42,7 @@ class DatagramSocket : public BasicSocket {
                                    buffer.data(), buffer.size(), nullptr);
   }
   /// Sends `buffer` as one datagram to the connected peer; without one, an error
-  /// (destination_address_required on Linux, not_connected elsewhere).
+  /// (destination_address_required on Linux, not_connected on Windows; wine: invalid_argument).
   detail::TransferAwaiter send(std::span<const std::byte> buffer) noexcept {
     return detail::TransferAwaiter(socket_.engine(), socket_.ref(), io::OpKind::send,
                                    const_cast<std::byte*>(buffer.data()), buffer.size());
