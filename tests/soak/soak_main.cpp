@@ -171,7 +171,10 @@ int main(int argc, char** argv) {
   double gauge = -1;
   long fd_wait_ms = -1;
   if (died) {
-    failures.push_back("the server died during the load");
+    const auto how = server.wait_exit(std::chrono::seconds(1));
+    failures.push_back("the server died during the load (exit status " +
+                       (how ? std::to_string(*how) : std::string("unknown")) +
+                       "; 128 + N: signal N)");
   } else {
     // Every client socket is closed; the server's close may lag (lingering close reads up to
     // 2 s, the reset ones end at their next read). Poll, bounded.
