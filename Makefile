@@ -2,7 +2,7 @@
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
 .PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test windows-test \
-	darwin-check fuzz model run perf format clean
+	darwin-check fuzz model run soak perf format clean
 
 deps:
 	@scripts/install-deps.sh
@@ -45,6 +45,19 @@ darwin-check:
 ARGS ?=
 run: release
 	build/release/examples/http_server $(ARGS)
+
+# The example HTTP server soaked for SOAK_SECONDS (default 600; CI: 60) by tests/soak (http_soak):
+# keep-alive GETs, 200 idle connections, slowloris, bursts reset mid-request and mid-response,
+# uploads echoed byte for byte, SIGHUP/SIGUSR1 half-way, SIGTERM at the end. Fails on any client
+# error, descriptors not back to baseline, RSS past the warm-up's + 32 MiB or a non-zero exit;
+# a row every 10 s goes to build/soak/soak.csv. Built in build/release, the tree `make test`
+# builds. Server flags pass through: make soak SOAK_ARGS="--engine epoll" (or ARBOR_ENGINE).
+SOAK_SECONDS ?= 600
+SOAK_ARGS ?=
+soak: release
+	mkdir -p build/soak
+	build/release/tests/http_soak --server build/release/examples/http_server \
+	  --seconds $(SOAK_SECONDS) --csv build/soak/soak.csv -- $(SOAK_ARGS)
 
 # libFuzzer on the HTTP request parser, for FUZZ_SECONDS (default 60), from the seeds in
 # tests/http/fuzz_seeds. Built in the clang preset's tree (build/clang, the one clang-test
