@@ -20,6 +20,7 @@
 #include "arbor/runtime/notify.hpp"
 #include "arbor/runtime/runtime.hpp"
 #include "arbor/runtime/semaphore.hpp"
+#include "arbor/runtime/signal.hpp"
 #include "arbor/runtime/task.hpp"
 #include "arbor/runtime/task_group.hpp"
 #include "arbor/runtime/tcp_listener.hpp"
