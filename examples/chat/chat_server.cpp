@@ -136,9 +136,12 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address, arbor::Event&
 // Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing): the first says goodbye
 // to everyone, the second cancels everything now.
 arbor::Task<> on_signals(arbor::Runtime& rt, arbor::SignalListener& signals, arbor::Event& stop) {
-  if (!co_await signals.recv()) co_return;
+  // Into variables, not awaited in an `if`: GCC 12 loses the recv() task there.
+  auto first = co_await signals.recv();
+  if (!first) co_return;
   stop.set();
-  if (co_await signals.recv()) rt.request_stop();
+  auto second = co_await signals.recv();
+  if (second) rt.request_stop();
 }
 
 }  // namespace

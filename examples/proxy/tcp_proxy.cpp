@@ -93,7 +93,9 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address, arbor::Addres
 // The first Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing) stops the
 // runtime, which cancels every task.
 arbor::Task<> stop_on_signal(arbor::Runtime& rt, arbor::SignalListener& signals) {
-  if (co_await signals.recv()) rt.request_stop();
+  // Into a variable, not awaited in the `if`: GCC 12 loses the recv() task there.
+  auto signal = co_await signals.recv();
+  if (signal) rt.request_stop();
 }
 
 }  // namespace
