@@ -195,8 +195,9 @@ TEST_P(SignalTest, ListenersComeAndGoWhileSignalsArrive) {
   ASSERT_TRUE(steady);
   std::atomic<bool> done{false};
   std::thread sender([&] {
-    while (!done.load())
+    do  // at least once: the loop below may be over before this thread runs
       ::kill(::getpid(), SIGUSR1);
+    while (!done.load());
   });
   for (int i = 0; i < 300; ++i) {
     auto l = signal(*rt_, {SIGUSR1, SIGUSR2});
