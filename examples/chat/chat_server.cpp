@@ -7,13 +7,13 @@
 // disconnected, and nobody else waits for it. A line over kMaxLine bytes ends the connection.
 // Ctrl-C (SIGINT/SIGTERM) says goodbye to every client, closes each connection in order and
 // exits 0; a second Ctrl-C stops at once.
+#include <csignal>
 #include <cstdio>
 #include <memory>
 #include <string>
 #include <variant>
 
 #include "arbor/arbor.hpp"
-#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -133,6 +133,17 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address, arbor::Event&
   co_return 0;
 }
 
+// Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing): the first says goodbye
+// to everyone, the second cancels everything now.
+arbor::Task<> on_signals(arbor::Runtime& rt, arbor::SignalListener& signals, arbor::Event& stop) {
+  // Into variables, not awaited in an `if`: GCC 12 loses the recv() task there.
+  auto first = co_await signals.recv();
+  if (!first) co_return;
+  stop.set();
+  auto second = co_await signals.recv();
+  if (second) rt.request_stop();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -141,14 +152,16 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: chat_server [HOST:PORT]  (e.g. 127.0.0.1:7100, [::1]:7100)\n");
     return 2;
   }
-  const auto signals = examples::block_stop_signals();  // before the runtime's threads
-  arbor::Event stop;                                    // outlives the runtime
+  arbor::Event stop;  // outlives the runtime
   arbor::Runtime rt;
-  examples::SignalThread on_signal(signals, [&](int nth) {
-    if (nth == 1)
-      stop.set();  // the first: goodbye to everyone
-    else
-      rt.request_stop();  // the second: cancel everything now
-  });
-  return rt.block_on(serve(rt, *address, stop));
+  auto signals = arbor::signal(rt, {SIGINT, SIGTERM});  // from now on: an early one is kept
+  if (!signals) {
+    std::fprintf(stderr, "chat: cannot listen for signals: %s\n",
+                 signals.error().message().c_str());
+    return 1;
+  }
+  rt.spawn(on_signals(rt, *signals, stop)).detach();
+  const int status = rt.block_on(serve(rt, *address, stop));
+  rt.shutdown();  // every task has ended, on_signals too, before its listener goes
+  return status;
 }

@@ -3,10 +3,10 @@
 //   echo_server [HOST:PORT]        (default 127.0.0.1:7000; ARBOR_ENGINE picks the engine)
 //
 // Ctrl-C stops it: the runtime cancels the accept loop and every connection, then exits.
+#include <csignal>
 #include <cstdio>
 
 #include "arbor/arbor.hpp"
-#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -36,6 +36,14 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address) {
   }
 }
 
+// The first Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing) stops the
+// runtime, which cancels every task.
+arbor::Task<> stop_on_signal(arbor::Runtime& rt, arbor::SignalListener& signals) {
+  // Into a variable, not awaited in the `if`: GCC 12 loses the recv() task there.
+  auto signal = co_await signals.recv();
+  if (signal) rt.request_stop();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -44,8 +52,15 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: echo_server [HOST:PORT]  (e.g. 127.0.0.1:7000, [::1]:7000)\n");
     return 2;
   }
-  const auto signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
-  examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });
-  return rt.block_on(serve(rt, *address));
+  auto signals = arbor::signal(rt, {SIGINT, SIGTERM});  // from now on: an early one is kept
+  if (!signals) {
+    std::fprintf(stderr, "echo: cannot listen for signals: %s\n",
+                 signals.error().message().c_str());
+    return 1;
+  }
+  rt.spawn(stop_on_signal(rt, *signals)).detach();
+  const int status = rt.block_on(serve(rt, *address));
+  rt.shutdown();  // every task has ended, stop_on_signal too, before its listener goes
+  return status;
 }

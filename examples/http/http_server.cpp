@@ -9,41 +9,43 @@
 // reopen. SIGPIPE is ignored (the runtime does that). Flags: --help; docs/http.md.
 #include <csignal>
 #include <cstdio>
-#include <mutex>
 #include <string>
-#include <thread>
 
 #include "arbor/arbor.hpp"
 #include "arbor/http/server.hpp"
 #include "flags.hpp"
 #include "routes.hpp"
 #include "server_log.hpp"
-#if defined(_WIN32)
-#include "common/signal_thread.hpp"
-#endif
 
 namespace {
 
-// Where the signal thread finds the server. A signal before the server exists is remembered.
-struct ShutdownSwitch {
-  std::mutex mutex;
-  arbor::http::Server* server = nullptr;
-  bool requested = false;
+// What the process listens for: SIGINT, SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console
+// closing) and SIGQUIT drain; SIGHUP and SIGUSR1 are logged. Windows has only the first two.
+#if defined(_WIN32)
+constexpr int kSignals[] = {SIGINT, SIGTERM};
+#else
+constexpr int kSignals[] = {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1};
+#endif
 
-  void request() {
-    std::lock_guard lock(mutex);
-    requested = true;
-    if (server != nullptr) server->shutdown();
+// Until cancelled: each stop signal asks the server to drain (again on a second one: harmless,
+// shutdown() is idempotent). A signal that came before the server existed waits in `signals`.
+arbor::Task<> drain_on_signal(arbor::SignalListener& signals, arbor::http::Server& server) {
+  for (;;) {
+    auto signal = co_await signals.recv();
+    if (!signal) co_return;  // cancelled: the server has stopped
+#if !defined(_WIN32)
+    if (*signal == SIGHUP || *signal == SIGUSR1) {
+      arbor::example::server_log().info("http: {} ignored (nothing to reload or reopen)",
+                                        *signal == SIGHUP ? "SIGHUP" : "SIGUSR1");
+      continue;
+    }
+#endif
+    server.shutdown();
   }
-  void publish(arbor::http::Server* s) {
-    std::lock_guard lock(mutex);
-    server = s;
-    if (s != nullptr && requested) s->shutdown();
-  }
-};
+}
 
 arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
-                       ShutdownSwitch& shutdown) {
+                       arbor::SignalListener& signals) {
   arbor::example::Routes routes(rt);
   auto server = arbor::http::Server::bind(rt, flags.server, std::ref(routes));
   if (!server) {
@@ -57,9 +59,10 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
                                     rt.engine().name(), rt.scheduler().workers(), address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
-  shutdown.publish(server->get());
+  auto on_signal = rt.spawn_abortable(drain_on_signal(signals, **server));
   co_await (*server)->run(flags.shutdown_timeout);
-  shutdown.publish(nullptr);  // before the server goes away
+  on_signal.abort();  // before the server goes
+  co_await std::move(on_signal);
   co_return 0;
 }
 
@@ -76,48 +79,22 @@ int main(int argc, char** argv) {
     std::fputs(arbor::example::usage(), stdout);
     return 0;
   }
-#if defined(_WIN32)
-  // Ctrl-C, Ctrl-Break or the console closing: the console control handler (signal_thread.hpp)
-  // asks the server to stop, as SIGINT does on POSIX. Registered before the runtime starts, so
-  // that a Ctrl-C meanwhile is remembered (as the POSIX branch's blocked signals are) instead of
-  // reaching the default handler, which ends the process; it goes after the runtime.
-  static ShutdownSwitch shutdown;
-  examples::SignalThread on_signal(examples::block_stop_signals(), [](int) { shutdown.request(); });
   auto rt = arbor::Runtime::create(flags.runtime);
   if (!rt) {
     std::fprintf(stderr, "http_server: cannot start the runtime: %s\n",
                  rt.error().message().c_str());
     return 2;
   }
-  return (*rt)->block_on(serve(**rt, flags, shutdown));
-#else
-  // The signals are taken by a plain thread with sigwait (not a signal handler), so what they
-  // do may lock and log. Blocked before the runtime starts its threads, which inherit the mask.
-  sigset_t signals;
-  sigemptyset(&signals);
-  for (int s : {SIGINT, SIGTERM, SIGQUIT, SIGHUP, SIGUSR1})
-    sigaddset(&signals, s);
-  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
-
-  auto rt = arbor::Runtime::create(flags.runtime);
-  if (!rt) {
-    std::fprintf(stderr, "http_server: cannot start the runtime: %s\n",
-                 rt.error().message().c_str());
+  // Listened for from here on, before the server exists: a signal meanwhile waits in the
+  // listener instead of ending the process. It goes after the runtime's shutdown, so on Windows
+  // a console close lets the process end only once the drain is done.
+  auto signals = arbor::SignalListener::listen(**rt, kSignals);
+  if (!signals) {
+    std::fprintf(stderr, "http_server: cannot listen for signals: %s\n",
+                 signals.error().message().c_str());
     return 2;
   }
-  static ShutdownSwitch shutdown;  // outlives the detached signal thread
-  std::thread([signals] {
-    for (;;) {
-      int signal = 0;
-      if (sigwait(&signals, &signal) != 0) continue;
-      if (signal == SIGHUP || signal == SIGUSR1) {
-        arbor::example::server_log().info("http: {} ignored (nothing to reload or reopen)",
-                                          signal == SIGHUP ? "SIGHUP" : "SIGUSR1");
-        continue;
-      }
-      shutdown.request();  // again on a second signal: harmless, shutdown() is idempotent
-    }
-  }).detach();
-  return (*rt)->block_on(serve(**rt, flags, shutdown));
-#endif
+  const int status = (*rt)->block_on(serve(**rt, flags, *signals));
+  (*rt)->shutdown();
+  return status;
 }

@@ -24,6 +24,7 @@
 // runtime at once.
 #include <atomic>
 #include <charconv>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -34,7 +35,6 @@
 #include <variant>
 
 #include "arbor/arbor.hpp"
-#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -229,6 +229,17 @@ arbor::Task<int> serve(arbor::Runtime& rt, const Settings& settings, arbor::Even
   co_return 0;
 }
 
+// SIGINT or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing): the first ends the
+// sessions, the second cancels everything now.
+arbor::Task<> on_signals(arbor::Runtime& rt, arbor::SignalListener& signals, arbor::Event& stop) {
+  // Into variables, not awaited in an `if`: GCC 12 loses the recv() task there.
+  auto first = co_await signals.recv();
+  if (!first) co_return;
+  stop.set();
+  auto second = co_await signals.recv();
+  if (second) rt.request_stop();
+}
+
 std::optional<Settings> parse_arguments(int argc, char** argv) {
   Settings settings;
   settings.address = *arbor::Address::parse("127.0.0.1:7300");
@@ -262,14 +273,15 @@ int main(int argc, char** argv) {
                  "  (e.g. 127.0.0.1:7300, [::1]:7300; N > 0; 0 < SECONDS <= 86400)\n");
     return 2;
   }
-  const auto signals = examples::block_stop_signals();  // before the runtime's threads
-  arbor::Event stop;                                    // outlives the runtime
+  arbor::Event stop;  // outlives the runtime
   arbor::Runtime rt;
-  examples::SignalThread on_signal(signals, [&](int nth) {
-    if (nth == 1)
-      stop.set();  // the first: stop accepting, end the sessions
-    else
-      rt.request_stop();  // the second: cancel everything now
-  });
-  return rt.block_on(serve(rt, *settings, stop));
+  auto signals = arbor::signal(rt, {SIGINT, SIGTERM});  // from now on: an early one is kept
+  if (!signals) {
+    std::fprintf(stderr, "kv: cannot listen for signals: %s\n", signals.error().message().c_str());
+    return 1;
+  }
+  rt.spawn(on_signals(rt, *signals, stop)).detach();
+  const int status = rt.block_on(serve(rt, *settings, stop));
+  rt.shutdown();  // every task has ended, on_signals too, before its listener goes
+  return status;
 }

@@ -7,13 +7,13 @@
 // idle timeout closes both connections. A client whose upstream cannot be reached is reset
 // (RST), and so is the other side when one resets. Ctrl-C (SIGINT/SIGTERM) stops the proxy.
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <utility>
 
 #include "arbor/arbor.hpp"
-#include "common/signal_thread.hpp"
 
 namespace {
 
@@ -90,6 +90,14 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address, arbor::Addres
   }
 }
 
+// The first Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing) stops the
+// runtime, which cancels every task.
+arbor::Task<> stop_on_signal(arbor::Runtime& rt, arbor::SignalListener& signals) {
+  // Into a variable, not awaited in the `if`: GCC 12 loses the recv() task there.
+  auto signal = co_await signals.recv();
+  if (signal) rt.request_stop();
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -102,8 +110,15 @@ int main(int argc, char** argv) {
                  "usage: tcp_proxy LISTEN_HOST:PORT UPSTREAM_HOST:PORT [--idle-timeout SECONDS]\n");
     return 2;
   }
-  const auto signals = examples::block_stop_signals();  // before the runtime's threads
   arbor::Runtime rt;
-  examples::SignalThread on_signal(signals, [&](int) { rt.request_stop(); });  // cancels all
-  return rt.block_on(serve(rt, *listen, *upstream, std::chrono::seconds(idle_seconds)));
+  auto signals = arbor::signal(rt, {SIGINT, SIGTERM});  // from now on: an early one is kept
+  if (!signals) {
+    std::fprintf(stderr, "tcp_proxy: cannot listen for signals: %s\n",
+                 signals.error().message().c_str());
+    return 1;
+  }
+  rt.spawn(stop_on_signal(rt, *signals)).detach();
+  const int status = rt.block_on(serve(rt, *listen, *upstream, std::chrono::seconds(idle_seconds)));
+  rt.shutdown();  // every task has ended, stop_on_signal too, before its listener goes
+  return status;
 }

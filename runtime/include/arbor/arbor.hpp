@@ -22,6 +22,7 @@
 #include "arbor/runtime/resolve.hpp"
 #include "arbor/runtime/runtime.hpp"
 #include "arbor/runtime/semaphore.hpp"
+#include "arbor/runtime/signal.hpp"
 #include "arbor/runtime/spawn_blocking.hpp"
 #include "arbor/runtime/task.hpp"
 #include "arbor/runtime/task_group.hpp"
