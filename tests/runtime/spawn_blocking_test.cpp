@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -361,6 +362,25 @@ TEST(SpawnBlocking, ShutdownCancelsWaitsAndAbandonsAJobPastTheTimeout) {
   EXPECT_FALSE(*finished);
   gate->open();
   EXPECT_TRUE(eventually([&] { return finished->load(); }));
+}
+
+// A job may shut its own runtime down (one that blocks reading a "quit" command, say). Its
+// thread cannot wait for itself: shutdown waits for the pool's other threads only, and returns
+// at once rather than after shutdown_timeout, abandoning the very job that called it.
+TEST(SpawnBlocking, AJobThatShutsItsRuntimeDownDoesNotWaitForItself) {
+  RuntimeOptions o = options(any_engine(), 1, {});
+  o.shutdown_timeout = 20s;  // what the shutdown would take if it waited for its own thread
+  Runtime rt(o);
+  std::promise<void> returned;
+  auto shut_down = returned.get_future();
+  auto job = rt.spawn_blocking([&rt, &returned] {
+    rt.shutdown();
+    returned.set_value();
+  });
+  // Far below shutdown_timeout, far above what shutting an idle runtime down takes: a hang
+  // detector, not a measurement.
+  EXPECT_EQ(shut_down.wait_for(10s), std::future_status::ready);
+  shut_down.wait();
 }
 
 TEST(SpawnBlocking, AJobSpawnedAfterShutdownIsDroppedNotRun) {
