@@ -74,8 +74,7 @@ std::optional<Url> parse_url(std::string_view text) {
     url.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
-  if (url.host.empty() || url.authority.find('@') != std::string::npos)
-    return std::nullopt;
+  if (url.host.empty() || url.authority.find('@') != std::string::npos) return std::nullopt;
   if (!port.empty()) {
     unsigned value = 0;
     const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
