@@ -383,6 +383,31 @@ TEST(SpawnBlocking, AJobThatShutsItsRuntimeDownDoesNotWaitForItself) {
   shut_down.wait();
 }
 
+// milliseconds::max() as shutdown_timeout (wait as long as it takes) overflowed in the waits'
+// clock arithmetic to a deadline already past: shutdown abandoned the running job at once.
+TEST(SpawnBlocking, AShutdownTimeoutTooLongToAddToTheClockWaitsForTheRunningJob) {
+  RuntimeOptions o = options(any_engine(), 1, {.max_threads = 1});
+  o.shutdown_timeout = std::chrono::milliseconds::max();
+  Runtime rt(o);
+  ThreadGate gate;
+  std::atomic<bool> finished{false};
+  auto running = rt.spawn_blocking([&] {
+    gate.pass();
+    finished = true;
+  });
+  ASSERT_TRUE(gate.wait_arrived(1));
+  auto queued = rt.spawn_blocking([] {});  // dropped when shutdown reaches the pool
+  std::atomic<bool> finished_at_return{false};
+  std::thread stopper([&] {
+    rt.shutdown();
+    finished_at_return = finished.load();
+  });
+  ASSERT_TRUE(eventually([&] { return queued.done(); }));
+  gate.open();  // only now can the job finish: a shutdown that returned before did not wait
+  stopper.join();
+  EXPECT_TRUE(finished_at_return) << "shutdown abandoned the job instead of waiting for it";
+}
+
 TEST(SpawnBlocking, AJobSpawnedAfterShutdownIsDroppedNotRun) {
   Runtime rt(options(any_engine(), 1, {}));
   rt.shutdown();
