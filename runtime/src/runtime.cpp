@@ -1,5 +1,6 @@
 #include "arbor/runtime/runtime.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -100,6 +101,11 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
   }
   engine_ = std::move(*engine);
   if (options_.blocking.max_threads < 1) options_.blocking.max_threads = 1;
+  // The waits add these to the clock in nanoseconds: milliseconds::max() ("as long as it
+  // takes") overflowed to a deadline already past. A century is as long as it takes.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+  options_.shutdown_timeout = std::min(options_.shutdown_timeout, kLongest);
+  options_.blocking.keep_alive = std::min(options_.blocking.keep_alive, kLongest);
   blocking_ = std::make_unique<detail::BlockingPool>(options_.blocking);  // no thread yet
   root_ = TaskContext{this, stop_.get_token(), /*engine_cancels=*/true};
 }
