@@ -9,6 +9,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <coroutine>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -406,6 +407,55 @@ TEST(SpawnBlocking, AShutdownTimeoutTooLongToAddToTheClockWaitsForTheRunningJob)
   gate.open();  // only now can the job finish: a shutdown that returned before did not wait
   stopper.join();
   EXPECT_TRUE(finished_at_return) << "shutdown abandoned the job instead of waiting for it";
+}
+
+// A coroutine of another library's type awaiting a job has no task context, so no stop token:
+// its wait was not cancelled at shutdown, and a job abandoned past shutdown_timeout that
+// returned after the runtime was destroyed resumed it through the destroyed runtime (a use
+// after free). The wait is cancelled by the job's runtime's stop instead.
+struct ForeignCoroutine {
+  struct promise_type {
+    ForeignCoroutine get_return_object() {
+      return {std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }  // the test destroys it
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept {}
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+ForeignCoroutine await_from_foreign(BlockingHandle<void> job, std::string& outcome) {
+  try {
+    co_await std::move(job);
+    outcome = "completed";
+  } catch (const std::system_error& e) {
+    outcome = e.code() == std::errc::operation_canceled ? "cancelled" : e.what();
+  }
+}
+
+TEST(SpawnBlocking, AForeignCoroutinesWaitEndsWithTheRuntimeNotAfterIt) {
+  auto gate = std::make_shared<ThreadGate>();  // outlives the runtime: the job still uses it
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  std::string outcome;
+  ForeignCoroutine waiter;
+  {
+    RuntimeOptions o = options(any_engine(), 1, {});
+    o.shutdown_timeout = 20ms;
+    Runtime rt(o);
+    auto job = rt.spawn_blocking([gate, finished] {
+      gate->pass();
+      *finished = true;
+    });
+    waiter = await_from_foreign(std::move(job), outcome);  // suspends: the job is held
+    ASSERT_TRUE(gate->wait_arrived(1));
+  }  // the destructor: the job is abandoned after 20 ms
+  EXPECT_EQ(outcome, "cancelled");
+  gate->open();  // the job returns now, with its runtime gone
+  EXPECT_TRUE(eventually([&] { return finished->load(); }));
+  EXPECT_TRUE(waiter.handle.done());
+  waiter.handle.destroy();
 }
 
 TEST(SpawnBlocking, AJobSpawnedAfterShutdownIsDroppedNotRun) {
