@@ -202,6 +202,10 @@ void submit_to_workers(Runtime& runtime, sched::WorkItem& item) noexcept {
   runtime.scheduler().submit(item, /*prefer_local=*/false);
 }
 
+std::stop_token runtime_stop_token(Runtime& runtime) noexcept {
+  return runtime.stop_token();
+}
+
 void report_unobserved(const std::exception_ptr& error) noexcept {
   unobserved_exceptions.fetch_add(1, std::memory_order_relaxed);
   try {
