@@ -180,9 +180,8 @@ class [[nodiscard]] BlockingHandle {
       // coroutine with no token of its own (not a runtime task) is cancelled by the stop of the
       // runtime that resumes it: a job abandoned at shutdown must find nobody left to resume
       // through that runtime once it is gone.
-      const std::stop_token token = ctx.token.stop_possible()
-                                        ? ctx.token
-                                        : detail::runtime_stop_token(*waiter_.runtime);
+      const std::stop_token token =
+          ctx.token.stop_possible() ? ctx.token : detail::runtime_stop_token(*waiter_.runtime);
       if (token.stop_requested()) {
         cancelled_ = true;
         return false;
