@@ -51,6 +51,10 @@ std::optional<Url> parse_url(std::string_view text) {
   constexpr std::string_view kScheme = "http://";
   if (text.substr(0, kScheme.size()) != kScheme) return std::nullopt;
   text.remove_prefix(kScheme.size());
+  // Its bytes go into the request line and the Host field as they are: a space, CR, LF or other
+  // control byte would break the request's shape or add fields of the URL's own.
+  for (const char ch : text)
+    if (static_cast<unsigned char>(ch) <= 0x20 || ch == 0x7f) return std::nullopt;
   const auto slash = text.find_first_of("/?");
   Url url;
   url.authority = std::string(text.substr(0, slash));
@@ -70,8 +74,7 @@ std::optional<Url> parse_url(std::string_view text) {
     url.host = std::string(authority.substr(0, colon));
     if (colon != std::string_view::npos) port = authority.substr(colon + 1);
   }
-  if (url.host.empty() || url.authority.find_first_of(" \t@") != std::string::npos)
-    return std::nullopt;
+  if (url.host.empty() || url.authority.find('@') != std::string::npos) return std::nullopt;
   if (!port.empty()) {
     unsigned value = 0;
     const auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);

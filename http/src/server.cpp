@@ -39,6 +39,13 @@ Server::Server(Runtime& runtime, ServerOptions options, Handler handler, TcpList
       listener_(std::move(listener)),
       blocks_(std::make_unique<BlockPool>(Connection::block_size(options_.limits), kKeptBuffers)),
       sweeper_context_{&runtime, sweeper_stop_.get_token(), false} {
+  // Deadlines are nanosecond counts (now + timeout): a longer timeout, milliseconds::max() for
+  // "none" included, overflowed to one already past and the sweeper cut at its next pass
+  // (HttpServerApi.TimeoutsTooLongToAddToTheClockCutNothingEarly). A century is as good as none.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+  for (auto* timeout : {&options_.header_timeout, &options_.body_timeout, &options_.idle_timeout,
+                        &options_.write_timeout})
+    *timeout = std::min(*timeout, kLongest);
   free_bodies_.reserve(options_.body_buffers);
   peer_shares_ = std::make_unique<PeerShares>(options_.body_buffers);
   peer_share_ =

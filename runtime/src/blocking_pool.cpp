@@ -49,6 +49,10 @@ struct BlockingPool::State {
 
 namespace {
 
+// The pool whose thread this is, if any: a job may shut its own runtime down, and its thread
+// must neither wait for itself to exit nor join itself.
+thread_local const void* current_pool = nullptr;
+
 // Completes a job without running it: its awaiter gets operation_canceled (ran stays false).
 void drop(BlockingJob& job) noexcept {
   complete(job);
@@ -117,6 +121,7 @@ void BlockingPool::thread_main(std::shared_ptr<State> state) noexcept {
   pthread_setname_np(pthread_self(), "arbor-blocking");
 #endif
   State& s = *state;
+  current_pool = &s;
   std::unique_lock lock(s.mutex);
   for (;;) {
     while (BlockingJob* job = s.pop()) {
@@ -170,9 +175,23 @@ void BlockingPool::shutdown(std::chrono::milliseconds timeout) noexcept {
   while (queued != nullptr)
     drop(*std::exchange(queued, queued->next));
   lock.lock();
-  if (!s.exited.wait_for(lock, timeout, [&] { return s.threads == 0; })) {
-    log::warn("shutdown: {} blocking job(s) still running after {} ms; abandoning them", s.threads,
-              timeout.count());
+  // Called from a job (its runtime shut down from a pool thread): that thread is busy until
+  // we return, so the others are all there is to wait for, and its own handle is detached (it
+  // exits like an abandoned one: the state is its own to keep alive).
+  const bool on_pool_thread = current_pool == &s;
+  if (on_pool_thread) {
+    auto self = std::find_if(s.running.begin(), s.running.end(), [](const std::thread& t) {
+      return t.get_id() == std::this_thread::get_id();
+    });
+    if (self != s.running.end()) {
+      self->detach();
+      s.running.erase(self);
+    }
+  }
+  const int self_count = on_pool_thread ? 1 : 0;
+  if (!s.exited.wait_for(lock, timeout, [&] { return s.threads == self_count; })) {
+    log::warn("shutdown: {} blocking job(s) still running after {} ms; abandoning them",
+              s.threads - self_count, timeout.count());
     for (auto& t : s.running)
       t.detach();
     s.running.clear();

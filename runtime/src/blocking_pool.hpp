@@ -14,7 +14,8 @@
 // Shutdown (Runtime::shutdown, after the tasks have ended): queued jobs are dropped, running
 // ones are waited for up to RuntimeOptions::shutdown_timeout, then abandoned: their threads
 // are detached and keep the pool's state alive (shared_ptr) until their function returns, so a
-// job that never ends cannot hang the runtime's destructor and nothing is freed under it.
+// job that never ends cannot hang the runtime's destructor and nothing is freed under it. A job
+// may shut its own runtime down: its thread is not waited for (it would be waiting for itself).
 #pragma once
 
 #include <chrono>

@@ -1,5 +1,6 @@
 #include "arbor/runtime/runtime.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <cstdlib>
 #include <string_view>
@@ -100,6 +101,11 @@ Runtime::Runtime(RuntimeOptions options) : options_(std::move(options)) {
   }
   engine_ = std::move(*engine);
   if (options_.blocking.max_threads < 1) options_.blocking.max_threads = 1;
+  // The waits add these to the clock in nanoseconds: milliseconds::max() ("as long as it
+  // takes") overflowed to a deadline already past. A century is as long as it takes.
+  constexpr std::chrono::milliseconds kLongest = std::chrono::hours(24 * 365 * 100);
+  options_.shutdown_timeout = std::min(options_.shutdown_timeout, kLongest);
+  options_.blocking.keep_alive = std::min(options_.blocking.keep_alive, kLongest);
   blocking_ = std::make_unique<detail::BlockingPool>(options_.blocking);  // no thread yet
   root_ = TaskContext{this, stop_.get_token(), /*engine_cancels=*/true};
 }
@@ -194,6 +200,10 @@ void spawned_finished(Runtime& runtime) noexcept {
 
 void submit_to_workers(Runtime& runtime, sched::WorkItem& item) noexcept {
   runtime.scheduler().submit(item, /*prefer_local=*/false);
+}
+
+std::stop_token runtime_stop_token(Runtime& runtime) noexcept {
+  return runtime.stop_token();
 }
 
 void report_unobserved(const std::exception_ptr& error) noexcept {

@@ -272,4 +272,18 @@ TEST(HttpClientExample, BadArgumentsAreRefused) {
   }
 }
 
+// A URL's bytes go into the request line and the Host field as they are: a space, a CR or LF,
+// or another control byte in it would make a malformed request or let the URL add fields of
+// its own (header injection). Such a URL is bad input, refused before anything is sent.
+TEST(HttpClientExample, AUrlThatWouldChangeTheRequestsShapeIsRefused) {
+  DeadPort dead;  // were one sent, the run would fail to connect (status 1), not refuse (2)
+  const std::string base = "http://127.0.0.1:" + std::to_string(dead.port());
+  for (const std::string& url : {base + "/a b", base + "/x\r\nX-Injected:1", base + "/x\nX:1",
+                                 base + "/\x7f", base + "?a\tb", base + "\r\nX:1/"}) {
+    const auto run = run_client({url});
+    EXPECT_EQ(run.status, 2) << url;
+    EXPECT_NE(run.err.find("usage"), std::string::npos) << run.err;
+  }
+}
+
 }  // namespace

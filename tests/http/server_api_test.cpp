@@ -348,6 +348,39 @@ TEST(HttpServerApi, ADrainTooLongToAddToTheClockEndsNoConnectionEarly) {
   EXPECT_EQ((*server)->counters().connections_active, 0u);
 }
 
+// Timeouts too long to add to the clock (milliseconds::max(): no limit) overflowed as the drain
+// once did: each deadline came out 1 ms in the past, and the sweeper cut an idle keep-alive
+// connection at its first pass. Connection `b` is the clock: the header timeout cuts its
+// partial head at a pass made after `a` went idle, which has looked at `a` too.
+TEST(HttpServerApi, TimeoutsTooLongToAddToTheClockCutNothingEarly) {
+  Runtime rt;
+  ServerOptions options;
+  options.listen = Address::loopback_v4(0);
+  options.header_timeout = std::chrono::milliseconds(20);
+  options.body_timeout = options.idle_timeout = options.write_timeout =
+      std::chrono::milliseconds::max();
+  auto server = Server::bind(rt, options, [](const Request&, std::span<char>) -> Reply {
+    return {200, "text/plain", "ok", {}};
+  });
+  ASSERT_TRUE(server) << server.error().message();
+  auto running = rt.spawn((*server)->run());
+  const auto port = (*server)->local_address().port();
+  const std::string request = "GET / HTTP/1.1\r\nHost: h\r\n\r\n";
+  http_test::Client a(port);
+  ASSERT_TRUE(a.connected());
+  ASSERT_TRUE(a.send(request));
+  ASSERT_EQ(a.read_response().status, 200);  // `a` is idle from here
+  http_test::Client b(port);
+  ASSERT_TRUE(b.connected());
+  ASSERT_TRUE(b.send("GET / HTTP/1.1\r\n"));
+  (void)b.read_response();  // returns once the header timeout has cut `b`
+  EXPECT_EQ((*server)->counters().timeouts, 1u) << "an idle connection was cut too";
+  ASSERT_TRUE(a.send(request));
+  EXPECT_EQ(a.read_response().status, 200) << "the idle connection was cut";
+  (*server)->shutdown();
+  running.join_blocking();
+}
+
 TEST(HttpServerApi, BindRefusesBadOptions) {
   Runtime rt;
   auto handler = [](const Request&, std::span<char>) { return Reply{200, "text/plain", "", {}}; };

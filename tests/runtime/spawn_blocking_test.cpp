@@ -9,9 +9,11 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <coroutine>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <stdexcept>
@@ -361,6 +363,99 @@ TEST(SpawnBlocking, ShutdownCancelsWaitsAndAbandonsAJobPastTheTimeout) {
   EXPECT_FALSE(*finished);
   gate->open();
   EXPECT_TRUE(eventually([&] { return finished->load(); }));
+}
+
+// A job may shut its own runtime down (one that blocks reading a "quit" command, say). Its
+// thread cannot wait for itself: shutdown waits for the pool's other threads only, and returns
+// at once rather than after shutdown_timeout, abandoning the very job that called it.
+TEST(SpawnBlocking, AJobThatShutsItsRuntimeDownDoesNotWaitForItself) {
+  RuntimeOptions o = options(any_engine(), 1, {});
+  o.shutdown_timeout = 20s;  // what the shutdown would take if it waited for its own thread
+  Runtime rt(o);
+  std::promise<void> returned;
+  auto shut_down = returned.get_future();
+  auto job = rt.spawn_blocking([&rt, &returned] {
+    rt.shutdown();
+    returned.set_value();
+  });
+  // Far below shutdown_timeout, far above what shutting an idle runtime down takes: a hang
+  // detector, not a measurement.
+  EXPECT_EQ(shut_down.wait_for(10s), std::future_status::ready);
+  shut_down.wait();
+}
+
+// milliseconds::max() as shutdown_timeout (wait as long as it takes) overflowed in the waits'
+// clock arithmetic to a deadline already past: shutdown abandoned the running job at once.
+TEST(SpawnBlocking, AShutdownTimeoutTooLongToAddToTheClockWaitsForTheRunningJob) {
+  RuntimeOptions o = options(any_engine(), 1, {.max_threads = 1});
+  o.shutdown_timeout = std::chrono::milliseconds::max();
+  Runtime rt(o);
+  ThreadGate gate;
+  std::atomic<bool> finished{false};
+  auto running = rt.spawn_blocking([&] {
+    gate.pass();
+    finished = true;
+  });
+  ASSERT_TRUE(gate.wait_arrived(1));
+  auto queued = rt.spawn_blocking([] {});  // dropped when shutdown reaches the pool
+  std::atomic<bool> finished_at_return{false};
+  std::thread stopper([&] {
+    rt.shutdown();
+    finished_at_return = finished.load();
+  });
+  ASSERT_TRUE(eventually([&] { return queued.done(); }));
+  gate.open();  // only now can the job finish: a shutdown that returned before did not wait
+  stopper.join();
+  EXPECT_TRUE(finished_at_return) << "shutdown abandoned the job instead of waiting for it";
+}
+
+// A coroutine of another library's type awaiting a job has no task context, so no stop token:
+// its wait was not cancelled at shutdown, and a job abandoned past shutdown_timeout that
+// returned after the runtime was destroyed resumed it through the destroyed runtime (a use
+// after free). The wait is cancelled by the job's runtime's stop instead.
+struct ForeignCoroutine {
+  struct promise_type {
+    ForeignCoroutine get_return_object() {
+      return {std::coroutine_handle<promise_type>::from_promise(*this)};
+    }
+    std::suspend_never initial_suspend() noexcept { return {}; }
+    std::suspend_always final_suspend() noexcept { return {}; }  // the test destroys it
+    void return_void() noexcept {}
+    void unhandled_exception() noexcept {}
+  };
+  std::coroutine_handle<promise_type> handle;
+};
+
+ForeignCoroutine await_from_foreign(BlockingHandle<void> job, std::string& outcome) {
+  try {
+    co_await std::move(job);
+    outcome = "completed";
+  } catch (const std::system_error& e) {
+    outcome = e.code() == std::errc::operation_canceled ? "cancelled" : e.what();
+  }
+}
+
+TEST(SpawnBlocking, AForeignCoroutinesWaitEndsWithTheRuntimeNotAfterIt) {
+  auto gate = std::make_shared<ThreadGate>();  // outlives the runtime: the job still uses it
+  auto finished = std::make_shared<std::atomic<bool>>(false);
+  std::string outcome;
+  ForeignCoroutine waiter;
+  {
+    RuntimeOptions o = options(any_engine(), 1, {});
+    o.shutdown_timeout = 20ms;
+    Runtime rt(o);
+    auto job = rt.spawn_blocking([gate, finished] {
+      gate->pass();
+      *finished = true;
+    });
+    waiter = await_from_foreign(std::move(job), outcome);  // suspends: the job is held
+    ASSERT_TRUE(gate->wait_arrived(1));
+  }  // the destructor: the job is abandoned after 20 ms
+  EXPECT_EQ(outcome, "cancelled");
+  gate->open();  // the job returns now, with its runtime gone
+  EXPECT_TRUE(eventually([&] { return finished->load(); }));
+  EXPECT_TRUE(waiter.handle.done());
+  waiter.handle.destroy();
 }
 
 TEST(SpawnBlocking, AJobSpawnedAfterShutdownIsDroppedNotRun) {

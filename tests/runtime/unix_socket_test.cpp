@@ -18,6 +18,7 @@
 #include <unistd.h>
 #endif
 
+#include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
 #include "runtime_support.hpp"
 
@@ -201,6 +202,50 @@ TEST_P(UnixSocketTest, ReadableOnAnAdoptedListenerWaitsForAConnection) {
   };
   EXPECT_EQ(run(body(*rt_, path("r.sock"))), "ok");
   EXPECT_EQ(run(body(*rt_, Address::loopback_v4(0))), "ok");
+}
+
+// Closing a Unix socket while an operation waits on it ends that operation at once, on every
+// engine, as for TCP and UDP (close_test.cpp): an accept on a listener and a datagram receive,
+// closed from outside the runtime and from a task.
+TEST_P(UnixSocketTest, ClosingWithAnOperationPendingEndsIt) {
+  const auto ended = [](const std::error_code& e) {
+    return e == std::errc::operation_canceled || e == std::errc::bad_file_descriptor;
+  };
+  for (int round = 0; round < 20; ++round) {
+    auto listener = UnixListener::bind(*rt_, path("l" + std::to_string(round) + ".sock"));
+    ASSERT_TRUE(listener) << listener.error().message();
+    auto datagram = UnixDatagram::bind(*rt_, path("d" + std::to_string(round) + ".sock"));
+    ASSERT_TRUE(datagram) << datagram.error().message();
+    std::atomic<int> started{0};
+    auto accepting = rt_->spawn([](UnixListener& l, std::atomic<int>& st) -> Task<std::error_code> {
+      ++st;
+      auto s = co_await l.accept();
+      co_return s ? std::error_code{} : s.error();
+    }(*listener, started));
+    auto receiving = rt_->spawn([](UnixDatagram& d, std::atomic<int>& st) -> Task<std::error_code> {
+      std::byte buffer[16];
+      Address from;
+      ++st;
+      auto n = co_await d.receive_from(buffer, from);
+      co_return n ? std::error_code{} : n.error();
+    }(*datagram, started));
+    ASSERT_TRUE(sched::test::eventually([&] { return started.load() == 2; }));
+    if (round % 2 == 0) {
+      listener->close();
+      datagram->close();
+    } else {
+      rt_->spawn([](UnixListener& l, UnixDatagram& d) -> Task<void> {
+           l.close();
+           d.close();
+           co_return;
+         }(*listener, *datagram))
+          .join_blocking();
+    }
+    const std::error_code accept_error = accepting.join_blocking();
+    const std::error_code receive_error = receiving.join_blocking();
+    EXPECT_TRUE(ended(accept_error)) << "round " << round << ": " << accept_error.message();
+    EXPECT_TRUE(ended(receive_error)) << "round " << round << ": " << receive_error.message();
+  }
 }
 
 TEST_P(UnixSocketTest, DatagramsBetweenNamesCarryTheSendersName) {

@@ -68,6 +68,7 @@ struct ServerOptions {
   // Beyond it, the longest-idle connection is closed to admit a new one; with none idle, the
   // new one is accepted and closed at once.
   std::size_t max_connections = 10'000;
+  // The four timeouts (above); milliseconds::max() is none (held at a century).
   std::chrono::milliseconds header_timeout{10'000};
   std::chrono::milliseconds body_timeout{60'000};
   std::chrono::milliseconds idle_timeout{60'000};

@@ -47,6 +47,9 @@ struct BlockingPoolOptions {
 
 namespace detail {
 
+// Runtime::stop_token() without Runtime's definition (runtime.hpp includes this header).
+std::stop_token runtime_stop_token(Runtime& runtime) noexcept;
+
 // The awaiting task, published in BlockingJob::waiter; lives in the suspended task's awaiter.
 struct BlockingWaiter {
   std::coroutine_handle<> task;
@@ -173,15 +176,18 @@ class [[nodiscard]] BlockingHandle {
       waiter_.task = h;
       waiter_.runtime = ctx.runtime != nullptr ? ctx.runtime : job_->runtime;
       // Registered even under the runtime's own token (unlike engine operations): nothing
-      // else would end this wait at shutdown, since the job itself cannot be cancelled.
-      if (ctx.token.stop_possible()) {
-        if (ctx.token.stop_requested()) {
-          cancelled_ = true;
-          return false;
-        }
-        // Before we are published: from then on the pool may resume us on another thread.
-        cancel_.emplace(ctx.token, Cancel{this});
+      // else would end this wait at shutdown, since the job itself cannot be cancelled. A
+      // coroutine with no token of its own (not a runtime task) is cancelled by the stop of the
+      // runtime that resumes it: a job abandoned at shutdown must find nobody left to resume
+      // through that runtime once it is gone.
+      const std::stop_token token =
+          ctx.token.stop_possible() ? ctx.token : detail::runtime_stop_token(*waiter_.runtime);
+      if (token.stop_requested()) {
+        cancelled_ = true;
+        return false;
       }
+      // Before we are published: from then on the pool may resume us on another thread.
+      cancel_.emplace(token, Cancel{this});
       void* expected = nullptr;
       if (job_->waiter.compare_exchange_strong(expected, &waiter_, std::memory_order_acq_rel,
                                                std::memory_order_acquire))
