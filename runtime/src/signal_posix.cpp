@@ -73,7 +73,9 @@ extern "C" void on_signal(int signum) {
     if (fd < 0 || s->signum.load(std::memory_order_relaxed) != signum) continue;
     if (s->pending.exchange(true, std::memory_order_acq_rel)) continue;  // coalesces
     const auto byte = static_cast<unsigned char>(signum);
-    [[maybe_unused]] const auto sent = ::send(fd, &byte, 1, kSendFlags);
+    // A send that failed (ENOBUFS, ENOMEM) leaves no byte for recv() to clear the flag with:
+    // clear it here, or this listener would never hear this signal again.
+    if (::send(fd, &byte, 1, kSendFlags) < 0) s->pending.store(false, std::memory_order_release);
   }
   in_handler.fetch_sub(1, std::memory_order_release);
   errno = saved_errno;

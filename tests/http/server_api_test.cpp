@@ -329,16 +329,10 @@ TEST(HttpServerApi, ADrainTooLongToAddToTheClockEndsNoConnectionEarly) {
   const auto first = client.read_response();
   ASSERT_EQ(first.status, 200);
   ASSERT_EQ(first.body.size(), body.size());
-  if (getenv("NOSHUT") == nullptr) (*server)->shutdown();
+  (*server)->shutdown();
   int answered = 1;
   for (;;) {
     const auto r = client.read_response();
-    fprintf(stderr, "status %d body %zu head %s\n", r.status, r.body.size(), r.head.c_str());
-    if (getenv("NOSHUT") != nullptr && answered == 3) {
-      ++answered;
-      (*server)->shutdown();
-      continue;
-    }
     if (r.status == 0) break;  // the server closed, after the last reply (or cut it short)
     EXPECT_EQ(r.body.size(), body.size());
     ++answered;

@@ -81,6 +81,24 @@ TEST(SocketApi, UdpSocketsBindToo) {
   close_handle(*h);
 }
 
+// A Unix name is no IP address: the multicast calls refuse it rather than read its bytes as
+// one (they checked only for IPv6).
+TEST(SocketApi, MulticastCallsRefuseAUnixName) {
+  auto h = open_socket(Address::loopback_v4(0), SocketType::udp);
+  ASSERT_TRUE(h);
+  auto name = Address::unix_path("/tmp/arbor-not-an-ip");
+  ASSERT_TRUE(name);
+  auto group = Address::parse("239.1.2.3:0");
+  ASSERT_TRUE(group);
+  EXPECT_EQ(multicast_membership_v4(*h, *name, Address::loopback_v4(0), Membership::join),
+            std::errc::invalid_argument);
+  EXPECT_EQ(multicast_membership_v4(*h, *group, *name, Membership::join),
+            std::errc::invalid_argument);
+  EXPECT_EQ(multicast_membership_v6(*h, *name, 0, Membership::join), std::errc::invalid_argument);
+  EXPECT_EQ(set_multicast_interface_v4(*h, *name), std::errc::invalid_argument);
+  close_handle(*h);
+}
+
 TEST(SocketApi, ShuttingDownAnUnconnectedSocketIsNotConnected) {
   auto h = open_socket(Address::loopback_v4(0), SocketType::tcp);
   ASSERT_TRUE(h);

@@ -185,7 +185,7 @@ std::error_code set_linger_reset(Handle handle) noexcept {
 
 std::error_code multicast_membership_v4(Handle handle, const Address& group,
                                         const Address& local_interface, Membership how) noexcept {
-  if (group.is_v6() || local_interface.is_v6())
+  if (group.is_v6() || group.is_unix() || local_interface.is_v6() || local_interface.is_unix())
     return std::make_error_code(std::errc::invalid_argument);
   ip_mreq request{};
   request.imr_multiaddr = static_cast<const sockaddr_in*>(group.native())->sin_addr;
@@ -199,7 +199,7 @@ std::error_code multicast_membership_v4(Handle handle, const Address& group,
 
 std::error_code multicast_membership_v6(Handle handle, const Address& group,
                                         std::uint32_t interface_index, Membership how) noexcept {
-  if (!group.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  if (!group.is_v6() || group.is_unix()) return std::make_error_code(std::errc::invalid_argument);
   ipv6_mreq request{};
   request.ipv6mr_multiaddr = static_cast<const sockaddr_in6*>(group.native())->sin6_addr;
   request.ipv6mr_interface = interface_index;
@@ -211,7 +211,8 @@ std::error_code multicast_membership_v6(Handle handle, const Address& group,
 }
 
 std::error_code set_multicast_interface_v4(Handle handle, const Address& local_interface) noexcept {
-  if (local_interface.is_v6()) return std::make_error_code(std::errc::invalid_argument);
+  if (local_interface.is_v6() || local_interface.is_unix())
+    return std::make_error_code(std::errc::invalid_argument);
   const in_addr a = static_cast<const sockaddr_in*>(local_interface.native())->sin_addr;
   return check(::setsockopt(socket_of(handle), IPPROTO_IP, IP_MULTICAST_IF,
                             reinterpret_cast<const char*>(&a), sizeof a));
