@@ -16,7 +16,8 @@
 // skip_until to get past a line that is too long without losing the connection's framing); a
 // BufferedWriter gathers the replies, and is flushed only when no further command is already
 // buffered, so a client that pipelines N commands gets its N replies in one write; an idle
-// client is cut by with_timeout around the read; a task group ends only when every session has.
+// client, and one that stops reading its replies, is cut by with_timeout around the read and the
+// writes; a task group ends only when every session has.
 //
 // The store is bounded (--max-keys, keys up to kMaxKey bytes, lines up to kMaxLine), sharded, and
 // each shard's lock is held for one map operation, never across an await. SIGINT/SIGTERM stops
@@ -173,7 +174,15 @@ arbor::Task<> session(arbor::TcpStream client, Store& store, const Settings& set
   arbor::BufferedWriter writer(client);
   for (;;) {
     // Replies go out when the client has nothing more waiting: a pipelined batch, one write.
-    if (reader.buffered().empty() && writer.buffered() > 0 && !co_await writer.flush()) co_return;
+    // A client that sends and never reads is cut when a write makes no progress for the idle
+    // timeout: it would otherwise hold its session for ever.
+    // The results go into variables, not awaited inside the `if`: GCC 12 skipped the wait in
+    // `if (a && !co_await with_timeout(d, writer.flush()))`, and the session hung in its write
+    // (KvExample.AClientThatNeverReadsIsCut).
+    if (reader.buffered().empty() && writer.buffered() > 0) {
+      auto flushed = co_await arbor::with_timeout(settings.idle_timeout, writer.flush());
+      if (!flushed) co_return;
+    }
     auto line = co_await arbor::with_timeout(settings.idle_timeout, reader.read_line(kMaxLine));
     Reply reply;
     if (!line) {
@@ -191,10 +200,13 @@ arbor::Task<> session(arbor::TcpStream client, Store& store, const Settings& set
       reply = execute(store, *line);
     }
     reply.text += '\n';
-    if (!co_await writer.write(std::as_bytes(std::span(reply.text)))) co_return;
+    auto written = co_await arbor::with_timeout(settings.idle_timeout,
+                                                writer.write(std::as_bytes(std::span(reply.text))));
+    if (!written) co_return;
     if (reply.quit) break;
   }
-  if (co_await writer.flush()) (void)client.shutdown_write();
+  auto flushed = co_await arbor::with_timeout(settings.idle_timeout, writer.flush());
+  if (flushed) (void)client.shutdown_write();
 }
 
 arbor::Task<> accept_clients(arbor::TcpListener& listener, arbor::TaskGroup<>& clients,

@@ -160,6 +160,26 @@ TEST(KvExample, AnIdleClientIsToldAndCut) {
   EXPECT_EQ(kv.stop(SIGTERM), 0);
 }
 
+// A client that pipelines commands and never reads a reply: once the server's writes stop
+// making progress for the idle timeout it ends the session, and this side's sends fail with a
+// reset or a broken pipe (a send timeout of 10 s would end the loop instead, and fail the test).
+TEST(KvExample, AClientThatNeverReadsIsCut) {
+  KvServer kv({"--idle-timeout", "1"});
+  ASSERT_NE(kv.port(), 0);
+  auto c = Socket::connect(kv.port(), /*receive_buffer=*/4096);
+  ASSERT_TRUE(c.ok());
+  timeval limit{10, 0};
+  ::setsockopt(c.fd(), SOL_SOCKET, SO_SNDTIMEO, &limit, sizeof limit);
+  std::string commands;
+  for (int i = 0; i < 10'000; ++i)
+    commands += "GET some-key-that-is-not-there\n";
+  int error = 0;
+  for (int round = 0; round < 10'000 && error == 0; ++round)
+    if (!c.send(commands)) error = errno;
+  EXPECT_TRUE(error == ECONNRESET || error == EPIPE) << "send ended with errno " << error;
+  EXPECT_EQ(kv.stop(SIGTERM), 0);
+}
+
 TEST(KvExample, ASignalEndsConnectedSessionsAndExitsZero) {
   KvServer kv;
   ASSERT_NE(kv.port(), 0);
