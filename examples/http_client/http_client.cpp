@@ -34,6 +34,11 @@
 
 #include "arbor/arbor.hpp"
 
+#if defined(_WIN32)
+#include <fcntl.h>
+#include <io.h>
+#endif
+
 namespace {
 
 using namespace std::chrono_literals;
@@ -343,6 +348,9 @@ int main(int argc, char** argv) {
                  "  URL: http://host[:port][/path]   (0 < SECONDS <= 86400)\n");
     return 2;
   }
+#if defined(_WIN32)
+  _setmode(_fileno(stdout), _O_BINARY);  // bodies byte for byte: no "\n" made "\r\n"
+#endif
   arbor::Runtime rt;
   return rt.block_on(run(rt, *options));
 }

@@ -151,7 +151,7 @@ TEST(HttpClientExample, FetchesFromArborsOwnServer) {
   EXPECT_EQ(run.out, "Hello, World!{\"message\":\"Hello, World!\"}");
   const auto missing = run_client({base + "/no-such-page"});
   EXPECT_EQ(missing.status, 4) << missing.err;  // a status of 400 or more
-  EXPECT_EQ(server.stop(SIGTERM), 0);
+  EXPECT_EQ(server.stop(SIGINT), 0);
 }
 
 // "localhost" is resolved (to ::1 and 127.0.0.1 here, in the hosts file's order) and tried in

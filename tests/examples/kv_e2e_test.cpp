@@ -59,7 +59,7 @@ TEST(KvExample, AnswersEveryCommand) {
   EXPECT_EQ(ask(c, "GET " + std::string(251, 'k')), "ERR key too long (max 250 bytes)");
   EXPECT_EQ(ask(c, "QUIT"), "BYE");
   EXPECT_EQ(c.read_to_end(), End::eof);
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, PipelinedCommandsGetTheirRepliesInOrder) {
@@ -83,7 +83,7 @@ TEST(KvExample, PipelinedCommandsGetTheirRepliesInOrder) {
   }
   sender.join();
   EXPECT_EQ(ask(c, "COUNT"), "INT " + std::to_string(kCommands / 2));
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, ALineTooLongIsRefusedAndTheNextLineIsServed) {
@@ -96,7 +96,7 @@ TEST(KvExample, ALineTooLongIsRefusedAndTheNextLineIsServed) {
   EXPECT_EQ(c.read_line(), "ERR line too long (max 4096 bytes)");
   EXPECT_EQ(c.read_line(), "PONG");
   EXPECT_EQ(ask(c, "COUNT"), "INT 0");  // nothing of the long line was taken as a command
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, TheStoreIsBounded) {
@@ -112,7 +112,7 @@ TEST(KvExample, TheStoreIsBounded) {
   EXPECT_EQ(ask(c, "DEL b"), "DELETED");
   EXPECT_EQ(ask(c, "INCR c"), "INT 1");
   EXPECT_EQ(ask(c, "COUNT"), "INT 2");
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, ConcurrentClientsShareOneStore) {
@@ -132,7 +132,7 @@ TEST(KvExample, ConcurrentClientsShareOneStore) {
     t.join();
   auto c = Socket::connect(kv.port());
   EXPECT_EQ(ask(c, "GET counter"), "VALUE " + std::to_string(kClients * kIncrements));
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, AClientThatLeavesMidLineLeavesTheOthersServed) {
@@ -146,7 +146,7 @@ TEST(KvExample, AClientThatLeavesMidLineLeavesTheOthersServed) {
   auto c = Socket::connect(kv.port());
   ASSERT_TRUE(c.ok());
   EXPECT_EQ(ask(c, "GET half"), "NIL");
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, AnIdleClientIsToldAndCut) {
@@ -157,7 +157,7 @@ TEST(KvExample, AnIdleClientIsToldAndCut) {
   EXPECT_EQ(ask(c, "PING"), "PONG");
   EXPECT_EQ(c.read_line(), "ERR idle timeout");  // read_line waits up to 10 s
   EXPECT_EQ(c.read_to_end(), End::eof);
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 // A client that pipelines commands and never reads a reply: once the server's writes stop
@@ -177,7 +177,7 @@ TEST(KvExample, AClientThatNeverReadsIsCut) {
   for (int round = 0; round < 10'000 && error == 0; ++round)
     if (!c.send(commands)) error = errno;
   EXPECT_TRUE(error == ECONNRESET || error == EPIPE) << "send ended with errno " << error;
-  EXPECT_EQ(kv.stop(SIGTERM), 0);
+  EXPECT_EQ(kv.stop(SIGINT), 0);
 }
 
 TEST(KvExample, ASignalEndsConnectedSessionsAndExitsZero) {
