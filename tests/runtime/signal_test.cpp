@@ -10,9 +10,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <csignal>
 #include <thread>
-#include <chrono>
 #include <vector>
 
 #include "../sched/test_support.hpp"
