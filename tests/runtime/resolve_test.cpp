@@ -20,36 +20,14 @@
 
 #include "arbor/arbor.hpp"
 #include "runtime_support.hpp"
+#include "thread_gate.hpp"
 
 namespace arbor {
 namespace {
 
 using namespace std::chrono_literals;
 
-class ThreadGate {
- public:
-  void pass() {
-    std::unique_lock lock(mutex_);
-    ++arrived_;
-    changed_.notify_all();
-    changed_.wait(lock, [&] { return open_; });
-  }
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-  bool wait_arrived(int n) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, 30s, [&] { return arrived_ >= n; });
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-  bool open_ = false;
-};
+using test::ThreadGate;
 
 std::unique_ptr<Runtime> make(const std::string& engine, int max_blocking = 64) {
   RuntimeOptions o;

@@ -24,41 +24,14 @@
 
 #include "arbor/arbor.hpp"
 #include "runtime_support.hpp"
+#include "thread_gate.hpp"
 
 namespace arbor {
 namespace {
 
 using namespace std::chrono_literals;
 
-// Holds blocking jobs until opened; counts the jobs that have reached it.
-class ThreadGate {
- public:
-  void pass() {
-    std::unique_lock lock(mutex_);
-    ++arrived_;
-    changed_.notify_all();
-    changed_.wait(lock, [&] { return open_; });
-  }
-  void open() {
-    std::lock_guard lock(mutex_);
-    open_ = true;
-    changed_.notify_all();
-  }
-  bool wait_arrived(int n) {
-    std::unique_lock lock(mutex_);
-    return changed_.wait_for(lock, 30s, [&] { return arrived_ >= n; });
-  }
-  int arrived() {
-    std::lock_guard lock(mutex_);
-    return arrived_;
-  }
-
- private:
-  std::mutex mutex_;
-  std::condition_variable changed_;
-  int arrived_ = 0;
-  bool open_ = false;
-};
+using test::ThreadGate;
 
 // Polls `done` until it holds (or 30 s pass): for states with nothing to wait on (the pool's
 // thread count), the poll is the condition, not a guess at how long something takes.
