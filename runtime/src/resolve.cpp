@@ -111,33 +111,6 @@ std::error_code from_getaddrinfo(int rc) noexcept {
   return make_error_code(ResolveErrc::failed);
 }
 
-Result<std::pair<std::string_view, std::uint16_t>> split_host_port(std::string_view text) noexcept {
-  const auto bad = std::make_error_code(std::errc::invalid_argument);
-  std::string_view host;
-  std::string_view port_text;
-  if (!text.empty() && text.front() == '[') {
-    const auto close = text.find(']');
-    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return bad;
-    host = text.substr(1, close - 1);
-    port_text = text.substr(close + 2);
-  } else {
-    const auto colon = text.rfind(':');
-    if (colon == std::string_view::npos) return bad;
-    host = text.substr(0, colon);
-    port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) return bad;  // a bare v6 needs brackets
-  }
-  unsigned port = 0;
-  const auto [end, ec] =
-      std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
-      port > 65535)
-    return bad;
-  if (auto e = check_host(host)) return e;
-  return std::pair{host, static_cast<std::uint16_t>(port)};
-}
-
 Result<std::vector<Address>> resolve_blocking(std::string_view host, std::uint16_t port) {
   if (auto bad = check_host(host)) return bad;
   const std::string name(host);

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "arbor/result.hpp"
 
@@ -65,5 +66,12 @@ class Address {
   alignas(8) unsigned char storage_[112];
   std::uint32_t unix_size_ = 0;  // bytes of a sockaddr_un in use; unused for IP
 };
+
+namespace detail {
+/// Splits "host:port" / "[v6]:port" (host returned without brackets, not checked further);
+/// invalid_argument if the text is not of that shape or the port is not a number in 0..65535.
+/// Address::parse and resolve() both read their text with it.
+Result<std::pair<std::string_view, std::uint16_t>> split_host_port(std::string_view text) noexcept;
+}  // namespace detail
 
 }  // namespace arbor

@@ -36,7 +36,9 @@ Address::Address() noexcept {
   in->sin_family = AF_INET;
 }
 
-Result<Address> Address::parse(std::string_view text) noexcept {
+namespace detail {
+
+Result<std::pair<std::string_view, std::uint16_t>> split_host_port(std::string_view text) noexcept {
   const auto bad = std::make_error_code(std::errc::invalid_argument);
   std::string_view host;
   std::string_view port_text;
@@ -51,14 +53,24 @@ Result<Address> Address::parse(std::string_view text) noexcept {
     if (colon == std::string_view::npos) return bad;
     host = text.substr(0, colon);
     port_text = text.substr(colon + 1);
-    if (host.find(':') != std::string_view::npos) return bad;  // bare v6 needs brackets
+    if (host.find(':') != std::string_view::npos) return bad;  // a bare v6 needs brackets
   }
   unsigned port = 0;
   const auto [end, ec] =
       std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port_text.empty() ||
+  if (port_text.empty() || ec != std::errc{} || end != port_text.data() + port_text.size() ||
       port > 65535)
     return bad;
+  return std::pair{host, static_cast<std::uint16_t>(port)};
+}
+
+}  // namespace detail
+
+Result<Address> Address::parse(std::string_view text) noexcept {
+  const auto bad = std::make_error_code(std::errc::invalid_argument);
+  auto split = detail::split_host_port(text);
+  if (!split) return split.error();
+  const auto [host, port] = *split;
   char buf[64];
   if (host.empty() || host.size() >= sizeof buf) return bad;
   std::memcpy(buf, host.data(), host.size());
@@ -75,7 +87,7 @@ Result<Address> Address::parse(std::string_view text) noexcept {
     in->sin_family = AF_INET;
     if (inet_pton(AF_INET, buf, &in->sin_addr) != 1) return bad;
   }
-  address.set_port(static_cast<std::uint16_t>(port));
+  address.set_port(port);
   return address;
 }
 

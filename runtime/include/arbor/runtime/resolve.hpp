@@ -52,9 +52,6 @@ Task<Result<std::vector<Address>>> resolve(Runtime& runtime, std::string_view ho
                                            std::chrono::milliseconds timeout);
 
 namespace detail {
-/// Splits "host:port" / "[v6]:port" (host returned without brackets); invalid_argument if the
-/// text is not of that shape or the port is not a number in 0..65535.
-Result<std::pair<std::string_view, std::uint16_t>> split_host_port(std::string_view text) noexcept;
 /// getaddrinfo's return code `rc` (an EAI_* value) as an error: ResolveErrc, or
 /// invalid_argument / not_enough_memory / errno for what is not about the name.
 std::error_code from_getaddrinfo(int rc) noexcept;
