@@ -136,7 +136,7 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address, arbor::Event&
 // Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing): the first says goodbye
 // to everyone, the second cancels everything now.
 arbor::Task<> on_signals(arbor::Runtime& rt, arbor::SignalListener& signals, arbor::Event& stop) {
-  // Into variables, not awaited in an `if`: GCC 12 loses the recv() task there.
+  // Into variables, not awaited in an `if`: GCC 12 skips such a body (docs/guide.md, case 4).
   auto first = co_await signals.recv();
   if (!first) co_return;
   stop.set();

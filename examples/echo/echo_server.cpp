@@ -39,7 +39,7 @@ arbor::Task<int> serve(arbor::Runtime& rt, arbor::Address address) {
 // The first Ctrl-C or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing) stops the
 // runtime, which cancels every task.
 arbor::Task<> stop_on_signal(arbor::Runtime& rt, arbor::SignalListener& signals) {
-  // Into a variable, not awaited in the `if`: GCC 12 loses the recv() task there.
+  // Into a variable, not awaited in the `if`: GCC 12 skips such a body (docs/guide.md, case 4).
   auto signal = co_await signals.recv();
   if (signal) rt.request_stop();
 }

@@ -176,9 +176,6 @@ arbor::Task<> session(arbor::TcpStream client, Store& store, const Settings& set
     // Replies go out when the client has nothing more waiting: a pipelined batch, one write.
     // A client that sends and never reads is cut when a write makes no progress for the idle
     // timeout: it would otherwise hold its session for ever.
-    // The results go into variables, not awaited inside the `if`: GCC 12 skipped the wait in
-    // `if (a && !co_await with_timeout(d, writer.flush()))`, and the session hung in its write
-    // (KvExample.AClientThatNeverReadsIsCut).
     if (reader.buffered().empty() && writer.buffered() > 0) {
       auto flushed = co_await arbor::with_timeout(settings.idle_timeout, writer.flush());
       if (!flushed) co_return;
@@ -244,7 +241,7 @@ arbor::Task<int> serve(arbor::Runtime& rt, const Settings& settings, arbor::Even
 // SIGINT or SIGTERM (Windows: Ctrl-C, Ctrl-Break, the console closing): the first ends the
 // sessions, the second cancels everything now.
 arbor::Task<> on_signals(arbor::Runtime& rt, arbor::SignalListener& signals, arbor::Event& stop) {
-  // Into variables, not awaited in an `if`: GCC 12 loses the recv() task there.
+  // Into variables, not awaited in an `if`: GCC 12 skips such a body (docs/guide.md, case 4).
   auto first = co_await signals.recv();
   if (!first) co_return;
   stop.set();

@@ -5,6 +5,7 @@
 
 #include <cerrno>
 #include <climits>
+#include <cstdint>
 #include <ctime>
 
 #include "arbor/sync/futex.hpp"
@@ -23,9 +24,16 @@ long futex(FutexWord& word, int op, std::uint32_t value, const timespec* timeout
 
 bool futex_wait(FutexWord& word, std::uint32_t expected,
                 std::optional<std::chrono::nanoseconds> timeout) noexcept {
-  // FUTEX_WAIT takes a relative CLOCK_MONOTONIC timeout.
-  const timespec ts = to_timespec<timespec>(timeout ? timeout->count() : 0);
-  long rc = futex(word, FUTEX_WAIT_PRIVATE, expected, timeout ? &ts : nullptr);
+  // FUTEX_WAIT takes a relative CLOCK_MONOTONIC timeout. An indefinite wait is given one that
+  // never elapses (68 years) because a timed wait ends with EINTR after a signal handler runs,
+  // where an untimed one is restarted (SA_RESTART). That spurious return is what lets
+  // ThreadSanitizer run a handler at all: it defers handlers to its next interception point
+  // (our caller's atomic load), and the kernel gives a process's signal to its main thread,
+  // usually parked here in block_on(). Test: HttpServer.* under the tsan preset, which stop the
+  // server with a signal.
+  constexpr std::int64_t kNever = std::int64_t{INT_MAX} * 1'000'000'000;
+  const timespec ts = to_timespec<timespec>(timeout ? timeout->count() : kNever);
+  long rc = futex(word, FUTEX_WAIT_PRIVATE, expected, &ts);
   return !(rc == -1 && errno == ETIMEDOUT);  // EAGAIN (value changed) and EINTR are not timeouts
 }
 
