@@ -19,6 +19,7 @@ packages=(
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
   nghttp2-client                        # perf/http: h2load times pipelined requests
   spin                                  # make model: the park/notify handshake (Promela)
+  python3                               # make audit: scripts/gcc12-coroutine-audit
 )
 
 for group in "$@"; do
