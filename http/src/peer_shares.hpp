@@ -19,9 +19,13 @@
 
 namespace arbor::http {
 
-/// A peer: its IP address, without the port.
+/// A peer: its IPv4 address, or its IPv6 /64, without the port. A /64 because one host is
+/// usually given a whole /64 and can send from any of its 2^64 addresses: keyed on the full
+/// address, one host would get a share per address it chose to use. An IPv4-mapped IPv6
+/// address (::ffff:a.b.c.d, what a dual-stack listener sees of IPv4 clients) is its IPv4
+/// address: its /64 would put every IPv4 client in one share.
 struct PeerKey {
-  std::array<unsigned char, 16> ip{};
+  std::array<unsigned char, 8> ip{};
   bool v6 = false;
   friend bool operator==(const PeerKey&, const PeerKey&) = default;
 
@@ -29,9 +33,19 @@ struct PeerKey {
   /// the IPv4 address at byte 4, the IPv6 one at byte 8.
   static PeerKey of(const Address& peer) noexcept {
     PeerKey k;
-    k.v6 = peer.is_v6();
     const auto* bytes = static_cast<const unsigned char*>(peer.native());
-    std::memcpy(k.ip.data(), bytes + (k.v6 ? 8 : 4), k.v6 ? 16 : 4);
+    if (!peer.is_v6()) {
+      std::memcpy(k.ip.data(), bytes + 4, 4);
+      return k;
+    }
+    const unsigned char* v6 = bytes + 8;
+    static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(v6, kMapped, sizeof kMapped) == 0) {
+      std::memcpy(k.ip.data(), v6 + 12, 4);
+      return k;
+    }
+    k.v6 = true;
+    std::memcpy(k.ip.data(), v6, 8);
     return k;
   }
 };

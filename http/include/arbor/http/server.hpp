@@ -79,9 +79,9 @@ struct ServerOptions {
   // server's connections: allocated when first needed, then reused, never freed before the
   // server. With none free the request gets a 503 (0: such bodies always do).
   std::size_t body_buffers = 64;
-  // At most this many of the body buffers go to connections from one peer (an IP address,
-  // whatever its ports), so one host's slow uploads cannot take them all; a peer at its share
-  // gets a 503 like a server with none free. 0: body_buffers / 8, at least 1.
+  // At most this many of the body buffers go to connections from one peer (an IPv4 address or
+  // an IPv6 /64, whatever its ports), so one host's slow uploads cannot take them all; a peer at
+  // its share gets a 503 like a server with none free. 0: body_buffers / 8, at least 1.
   std::size_t body_buffers_per_peer = 0;
   int backlog = 4096;
 };
