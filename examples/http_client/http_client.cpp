@@ -201,7 +201,12 @@ arbor::Task<Outcome<Head>> read_head(Connection& c, bool head_request, bool incl
       }
     }
     if (head.status >= 200 || head.status == 101) {
-      if (head.chunked) head.content_length.reset();  // RFC 9112 §6.3: chunked wins
+      // RFC 9112 §6.1: chunked wins; and since a response with both may be an attempt at
+      // response splitting, its connection is not used again.
+      if (head.chunked && head.content_length) {
+        head.content_length.reset();
+        head.keep_alive = false;
+      }
       if (head_request || head.status == 204 || head.status == 304) {
         head.chunked = false;
         head.content_length = 0;

@@ -217,6 +217,23 @@ TEST(HttpClientExample, ReconnectsWhenTheServerClosesTheConnection) {
   EXPECT_EQ(server.accepted(), 3);
 }
 
+TEST(HttpClientExample, AResponseWithBothContentLengthAndChunkedEndsItsConnection) {
+  // The body is chunked (RFC 9112 §6.1), and the connection, which the server keeps open, is
+  // not asked for a second response: the second URL gets a connection of its own.
+  ScriptedServer server({
+      {"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "2\r\nok\r\n0\r\n\r\n"},
+      {kOk},
+  });
+  const auto url = server.url();
+  const auto run = run_client({url, url});
+  server.join();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, "okhello");
+  EXPECT_EQ(server.accepted(), 2);
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
 TEST(HttpClientExample, AMalformedResponseIsAClearError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"HTTP/2 200 OK\r\n\r\n", "malformed status line"},
