@@ -43,7 +43,7 @@ Task<Result<Stream>> accept_loop(AttachedSocket& socket_, Address* peer) {
         co_await detail::AcceptAwaiter(engine, socket_.ref(), io::OpKind::accept, nullptr, 0, peer);
     if (handle) {
       if (backoff.count() != 0) log::info("accept: descriptors available again");
-      auto attached = engine->attach(*handle);
+      auto attached = engine->attach_stream(*handle);  // accepted non-blocking: no checks
       if (!attached) {
         if (is_exhaustion(attached.error())) continue;
         co_return attached.error();

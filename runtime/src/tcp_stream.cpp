@@ -14,7 +14,7 @@ Task<Result<TcpStream>> TcpStream::connect(Runtime& runtime, Address address) {
   auto handle = io::open_socket(address, io::SocketType::tcp);
   if (!handle) co_return handle.error();
   io::Engine& engine = runtime.engine();
-  auto descriptor = engine.attach(*handle);
+  auto descriptor = engine.attach_stream(*handle);  // opened non-blocking: no checks
   if (!descriptor) co_return descriptor.error();
   TcpStream stream(engine, *descriptor);  // closes the socket on every early return below
   auto connected = co_await detail::StatusAwaiter(&engine, *descriptor, io::OpKind::connect,

@@ -183,6 +183,11 @@ class Engine {
   /// Takes ownership of `handle` (makes it non-blocking and registers it as the engine needs)
   /// and names it. On error the handle is closed.
   virtual Result<DescriptorRef> attach(Handle handle) noexcept = 0;
+  /// attach() for a connected stream socket that arbor itself opened or accepted, so already
+  /// non-blocking (SOCK_NONBLOCK, accept4's flags, or their Windows equivalents): the engine
+  /// skips the checks attach() makes of a socket it knows nothing about (on Linux, four system
+  /// calls per connection: fcntl twice, getsockopt twice). Ownership as attach().
+  virtual Result<DescriptorRef> attach_stream(Handle handle) noexcept { return attach(handle); }
   /// Starts `op` on the socket it names; see operation.hpp for the completion contract. A stale
   /// name (the socket was closed) finishes inline with -ECANCELED.
   virtual bool start(Operation& op) noexcept = 0;

@@ -143,13 +143,20 @@ Result<DescriptorRef> UringEngine::attach(Handle handle) noexcept {
     close_handle(handle);
     return errno_code(e);
   }
+  return adopt(handle, options().multishot && posix::is_stream(handle));
+}
+
+Result<DescriptorRef> UringEngine::attach_stream(Handle handle) noexcept {
+  return adopt(handle, options().multishot);
+}
+
+Result<DescriptorRef> UringEngine::adopt(Handle handle, bool stream) noexcept {
   auto adopted = pool_.adopt(handle, rings_.size());
   if (!adopted) return adopted;
   descriptors_.fetch_add(1, std::memory_order_relaxed);
   auto& d = descriptor_cast<UringDescriptor>(*adopted->descriptor);
   if (options().io_mode == IoMode::rings) place(d);
-  if (options().multishot) {
-    const bool stream = posix::is_stream(handle);
+  {
     std::lock_guard guard(d.lock);
     d.stream = stream;
   }

@@ -192,6 +192,7 @@ class UringEngine final : public EngineCore {
   std::string operations() const;
 
   Result<DescriptorRef> attach(Handle handle) noexcept override;
+  Result<DescriptorRef> attach_stream(Handle handle) noexcept override;
   bool start(Operation& op) noexcept override;
   std::int64_t receive_now(Operation& op) noexcept override;
   void cancel(Operation& op) noexcept override;
@@ -327,6 +328,9 @@ class UringEngine final : public EngineCore {
   // one before `first`), waking it to sleep again towards the deadline (Ring::rearm).
   bool release_timer_watch(int self) noexcept;
   void hand_over_timer_watch(int first, bool all) noexcept;
+  // attach()'s and attach_stream()'s common part: `stream` lets receives take the multishot
+  // path (false unless multishot operations are on).
+  Result<DescriptorRef> adopt(Handle handle, bool stream) noexcept;
   // After attach: a ring that will serve the descriptor (one that takes_sockets()).
   void place(UringDescriptor& d) noexcept;
   static bool takes_sockets(const Ring& r) noexcept;
