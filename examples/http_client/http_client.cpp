@@ -207,6 +207,9 @@ arbor::Task<Outcome<Head>> read_head(Connection& c, bool head_request, bool incl
         head.content_length.reset();
         head.keep_alive = false;
       }
+      // §6.1 again: an HTTP/1.0 message with Transfer-Encoding has faulty framing (a 1.0 hop
+      // may have framed it otherwise), so it is read as chunked and the connection then closed.
+      if (head.chunked && line[7] == '0') head.keep_alive = false;
       if (head_request || head.status == 204 || head.status == 304) {
         head.chunked = false;
         head.content_length = 0;
