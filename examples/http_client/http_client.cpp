@@ -165,6 +165,7 @@ arbor::Task<Outcome<Head>> read_head(Connection& c, bool head_request, bool incl
         (line.size() > 12 && line[12] != ' '))
       co_return Failure{"malformed status line: \"" + std::string(line.substr(0, 80)) + "\""};
     head.keep_alive = line[7] == '1';
+    const bool http10 = line[7] == '0';  // `line` views the reader's buffer: not kept past here
     if (include) {
       out(line);
       out("\n");
@@ -207,6 +208,9 @@ arbor::Task<Outcome<Head>> read_head(Connection& c, bool head_request, bool incl
         head.content_length.reset();
         head.keep_alive = false;
       }
+      // §6.1 again: an HTTP/1.0 message with Transfer-Encoding has faulty framing (a 1.0 hop
+      // may have framed it otherwise), so it is read as chunked and the connection then closed.
+      if (head.chunked && http10) head.keep_alive = false;
       if (head_request || head.status == 204 || head.status == 304) {
         head.chunked = false;
         head.content_length = 0;

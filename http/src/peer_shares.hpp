@@ -21,9 +21,11 @@ namespace arbor::http {
 
 /// A peer: its IPv4 address, or its IPv6 /64, without the port. A /64 because one host is
 /// usually given a whole /64 and can send from any of its 2^64 addresses: keyed on the full
-/// address, one host would get a share per address it chose to use. An IPv4-mapped IPv6
-/// address (::ffff:a.b.c.d, what a dual-stack listener sees of IPv4 clients) is its IPv4
-/// address: its /64 would put every IPv4 client in one share.
+/// address, one host would get a share per address it chose to use. An IPv6 address that
+/// carries an IPv4 one is that IPv4 address: an IPv4-mapped one (::ffff:a.b.c.d, what a
+/// dual-stack listener sees of IPv4 clients) and a NAT64 one (64:ff9b::a.b.c.d, what an
+/// IPv6-only server behind NAT64 sees), whose /64 would put every IPv4 client in one share,
+/// and a 6to4 one (2002:aabb:ccdd::/48), whose one IPv4 address would have 2^16 shares.
 struct PeerKey {
   std::array<unsigned char, 8> ip{};
   bool v6 = false;
@@ -40,8 +42,14 @@ struct PeerKey {
     }
     const unsigned char* v6 = bytes + 8;
     static constexpr unsigned char kMapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(v6, kMapped, sizeof kMapped) == 0) {
+    static constexpr unsigned char kNat64[12] = {0, 0x64, 0xff, 0x9b, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (std::memcmp(v6, kMapped, sizeof kMapped) == 0 ||
+        std::memcmp(v6, kNat64, sizeof kNat64) == 0) {
       std::memcpy(k.ip.data(), v6 + 12, 4);
+      return k;
+    }
+    if (v6[0] == 0x20 && v6[1] == 0x02) {  // 6to4: the IPv4 address follows the prefix
+      std::memcpy(k.ip.data(), v6 + 2, 4);
       return k;
     }
     k.v6 = true;

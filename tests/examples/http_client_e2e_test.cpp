@@ -234,6 +234,24 @@ TEST(HttpClientExample, AResponseWithBothContentLengthAndChunkedEndsItsConnectio
   EXPECT_EQ(server.requests().size(), 2u);
 }
 
+TEST(HttpClientExample, AnHttp10ResponseWithTransferEncodingEndsItsConnection) {
+  // RFC 9112 §6.1: an HTTP/1.0 message's framing is faulty if it has Transfer-Encoding (a 1.0
+  // hop may have framed it otherwise), so its connection is closed after it even when the
+  // server asks to keep it: the second URL gets a connection of its own.
+  ScriptedServer server({
+      {"HTTP/1.0 200 OK\r\nConnection: keep-alive\r\nTransfer-Encoding: chunked\r\n\r\n"
+       "2\r\nok\r\n0\r\n\r\n"},
+      {kOk},
+  });
+  const auto url = server.url();
+  const auto run = run_client({"--timeout", "5", url, url});
+  server.join();
+  EXPECT_EQ(run.status, 0) << run.err;
+  EXPECT_EQ(run.out, "okhello");
+  EXPECT_EQ(server.accepted(), 2);
+  EXPECT_EQ(server.requests().size(), 2u);
+}
+
 TEST(HttpClientExample, AMalformedResponseIsAClearError) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"HTTP/2 200 OK\r\n\r\n", "malformed status line"},

@@ -32,6 +32,17 @@ TEST(PeerKey, AnIpv4MappedAddressIsItsIpv4Address) {
   EXPECT_NE(key("[c000:0201::]:80"), key("192.0.2.1:80"));
 }
 
+TEST(PeerKey, AnIpv4AddressEmbeddedByNat64Or6to4IsItsIpv4Address) {
+  // Through NAT64's well-known prefix (64:ff9b::/96, RFC 6052) an IPv6-only server sees every
+  // IPv4 client in one /64: each stays its own peer, the one it is on an IPv4 listener.
+  EXPECT_NE(key("[64:ff9b::192.0.2.1]:80"), key("[64:ff9b::192.0.2.2]:80"));
+  EXPECT_EQ(key("[64:ff9b::192.0.2.1]:80"), key("192.0.2.1:80"));
+  // A 6to4 host (2002:V4ADDR::/48, RFC 3056) has 2^16 /64s from one IPv4 address: one peer.
+  EXPECT_EQ(key("[2002:c000:201:1::1]:80"), key("[2002:c000:201:ffff::1]:80"));
+  EXPECT_EQ(key("[2002:c000:201:1::1]:80"), key("192.0.2.1:80"));
+  EXPECT_NE(key("[2002:c000:201::1]:80"), key("[2002:c000:202::1]:80"));
+}
+
 TEST(PeerShares, APeerGetsAtMostItsCapAndOthersKeepTheirs) {
   PeerShares shares(4);
   const PeerKey a = key("[2001:db8::1]:1"), a_other = key("[2001:db8::2]:1");
