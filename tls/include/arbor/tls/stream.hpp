@@ -19,7 +19,7 @@
 // - Errors: the stream's own (connection_reset, timed_out, operation_canceled) unchanged; TLS
 //   failures in the arbor.tls category (error.hpp), with OpenSSL's reason in message(). A peer
 //   that ends its stream without close_notify gives Errc::truncated, never a silent end.
-// Ownership: the Stream owns S, its TLS state and two buffers (64 KiB, allocated when it is
+// Ownership: the Stream owns S, its TLS state and two buffers (33 KiB each, allocated when it is
 // made); buffers passed to an operation are the caller's and must outlive its await.
 #pragma once
 
