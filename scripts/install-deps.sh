@@ -15,6 +15,7 @@ packages=(
   libgtest-dev                          # tests
   libboost-dev                          # Boost.Asio baselines in perf/
   rapidjson-dev                         # the HTTP example's JSON serializer
+  libssl-dev openssl                    # tls/ (OpenSSL 3); its tests make certificates
   curl wrk                              # HTTP integration tests (real clients, wrk smoke run)
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
   nghttp2-client                        # perf/http: h2load times pipelined requests
