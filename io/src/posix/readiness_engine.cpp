@@ -31,14 +31,39 @@
 namespace arbor::io {
 namespace {
 
-// The readiness generation of each side: bumped by every report for that side.
+// The readiness generation of each side: bumped by every report for that side. And a socket
+// error a poller took from the socket (Readiness::taken_error), until a call reports it.
 struct ReadyDescriptor : Descriptor {
   std::uint32_t seq[2] = {0, 0};
+  int taken_error = 0;
   void reset(Handle handle, int owner) noexcept {
     Descriptor::reset(handle, owner);
     seq[0] = seq[1] = 0;
+    taken_error = 0;
   }
 };
+
+// Whether a call's result `r` is what the socket gives once its pending error was taken away
+// (Readiness::taken_error), so that error is the true result: a connect that now looks done, a
+// receive that finds the end or nothing, a send that finds the pipe broken or no room. Not an
+// accept (a listener's error is not its connections') nor a readable wait (its answer, "a
+// receive would not wait", stands; the receive after it reports the error).
+bool hides_taken_error(OpKind kind, std::int64_t r) noexcept {
+  switch (kind) {
+    case OpKind::connect:
+    case OpKind::receive:
+    case OpKind::receive_from:
+      return r == 0 || r == -EAGAIN;
+    case OpKind::send:
+    case OpKind::send_vectored:
+    case OpKind::send_to:
+      return r == -EPIPE || r == -EAGAIN;
+    case OpKind::accept:
+    case OpKind::readable:
+      break;
+  }
+  return false;
+}
 
 // Per operation: the readiness generation its next attempt starts under, connect's progress,
 // and a link for cancel_parked()'s chain.
@@ -138,10 +163,11 @@ class ReadinessEngine final : public EngineCore {
       if (!admit(d, op, cancelling())) return op.result;
       ++d.busy;  // the same pin as start(): the fd stays open through the call
     }
-    const std::int64_t r = posix::perform(op, d.fd);
+    std::int64_t r = posix::perform(op, d.fd);
     Descriptor::Finish finish;
     {
       std::lock_guard guard(d.lock);
+      if (d.taken_error != 0 && hides_taken_error(op.kind, r)) r = -std::exchange(d.taken_error, 0);
       --d.busy;
       finish = d.finish_if_closed();
     }
@@ -243,6 +269,7 @@ class ReadinessEngine final : public EngineCore {
       auto* d = static_cast<ReadyDescriptor*>(report.token);
       const bool ready[2] = {report.readable || report.error, report.writable || report.error};
       std::lock_guard guard(d->lock);
+      if (report.taken_error != 0) d->taken_error = report.taken_error;
       for (int side = 0; side < 2; ++side) {
         if (!ready[side]) continue;
         ++d->seq[side];
@@ -301,6 +328,8 @@ class ReadinessEngine final : public EngineCore {
       Handle orphan = kInvalidHandle;
       {
         std::lock_guard guard(d.lock);
+        if (d.taken_error != 0 && hides_taken_error(op.kind, r))
+          r = -std::exchange(d.taken_error, 0);
         if (r == -EAGAIN) {
           const bool cancelled =
               d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling();

@@ -26,12 +26,16 @@
 namespace arbor::io {
 
 /// What one report says about one descriptor. `error` (an error or a hang-up) retries both
-/// sides; a read side's end of stream is `readable` (the read returns 0).
+/// sides; a read side's end of stream is `readable` (the read returns 0). `taken_error`: a
+/// socket error (errno value) the poller read from the socket, and so cleared, to build the
+/// report: the next call on the socket no longer sees it, so the engine reports it in that
+/// call's stead. 0 where the poller leaves the socket's error alone (epoll, native kqueue).
 struct Readiness {
   void* token = nullptr;
   bool readable = false;
   bool writable = false;
   bool error = false;
+  int taken_error = 0;
 };
 
 class ReadinessPoller {
