@@ -2,7 +2,7 @@
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
 .PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test windows-test \
-	darwin-check fuzz model run soak perf format clean audit
+	darwin-check kqueue-test kqueue-tsan-test fuzz model run soak perf format clean audit
 
 deps:
 	@scripts/install-deps.sh
@@ -39,6 +39,12 @@ windows-test:
 	scripts/wine-run $(WINE64)
 	ctest --preset windows && scripts/wine-e2e $(WINE64); status=$$?; \
 	  scripts/wine-run $(WINE64) --stop; exit $$status
+
+# kqueue on Linux, over libkqueue built from source (LIBKQUEUE=<its install prefix>): the
+# kqueue variants of every parameterised suite and the examples on kqueue, both io modes, in
+# build/kqueue (release) or build/kqueue-tsan. Without libkqueue: one line on how to get it, exit 0.
+kqueue-test kqueue-tsan-test: %-test: deps
+	scripts/kqueue-test $*
 
 # macOS: a syntax-only compile of sync/ and sched/ for the Apple targets (no SDK on Debian).
 darwin-check:

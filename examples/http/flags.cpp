@@ -26,7 +26,9 @@ request body back) over HTTP/1.1.
 
   --listen HOST:PORT         address to listen on (default 127.0.0.1:8080; port 0 = any)
   --workers N                scheduler worker threads (default: one per CPU)
-  --engine NAME              auto, epoll or uring (default auto: io_uring if it works)
+  --engine NAME              auto, or one this build has: uring, epoll (Linux), kqueue
+                             (BSD, macOS; Linux over libkqueue), iocp (Windows) (default
+                             auto: the first that works here; on Linux io_uring, else epoll)
   --io-mode MODE             who waits for IO: workers (idle workers take turns in the
                              kernel), pollers (dedicated poller threads), rings (io_uring only:
                              a ring per worker, each worker parked in its own) or auto

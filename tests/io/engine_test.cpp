@@ -365,7 +365,7 @@ TEST(Engine, AutoPrefersUringWhenAvailable) {
 
 #if defined(__linux__)
 // Review: an attach that epoll refuses (a regular file: EPERM) closes the handle and returns
-// the descriptor to the pool with fd_closed still false. At teardown ~EpollEngine runs
+// the descriptor to the pool with fd_closed still false. At teardown the engine's destructor runs
 // close_if_open() over every descriptor, free ones included, and closes that fd number a
 // second time: by then it may belong to anything the process opened since.
 TEST(EpollEngine, RefusedAttachDoesNotCloseItsFdNumberAgainAtTeardown) {
@@ -386,7 +386,7 @@ TEST(EpollEngine, RefusedAttachDoesNotCloseItsFdNumberAgainAtTeardown) {
   const int reused = fds[0] == file ? fds[0] : (fds[1] == file ? fds[1] : -1);
   ASSERT_NE(reused, -1) << "the refused handle's number was not reused";
   (*engine)->stop();
-  engine->reset();  // ~EpollEngine
+  engine->reset();  // the engine's destructor
   EXPECT_NE(::fcntl(reused, F_GETFD), -1) << "the engine closed an fd it no longer owned";
   ::close(fds[0]);
   ::close(fds[1]);

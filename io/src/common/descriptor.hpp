@@ -1,6 +1,6 @@
 // Descriptor: what every engine keeps for one attached socket, and the pool that recycles it.
 //
-// A backend derives its own descriptor from this one (EpollDescriptor, UringDescriptor) and
+// A backend derives its own descriptor from this one (ReadyDescriptor, UringDescriptor) and
 // adds only what it needs; the pool is templated on that type, so an engine never holds a
 // descriptor of another backend and its downcasts (descriptor_cast) are always right.
 //

@@ -1,4 +1,4 @@
-// EngineCore: the half of Engine that only the backends see. Every backend (EpollEngine,
+// EngineCore: the half of Engine that only the backends see. Every backend (the readiness engine,
 // UringEngine, IocpEngine) derives from it; it keeps the hooks a backend implements (wait,
 // wake, cancel_parked, ...), the machinery they all share (starting and stopping the polling
 // as the io mode says, the poller loop and its reap(), delivery as event trees, the timer

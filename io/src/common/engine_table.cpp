@@ -11,6 +11,9 @@ constexpr const EngineEntry* kEngines[] = {
 #if ARBOR_IO_EPOLL
     &kEpollEngine,
 #endif
+#if ARBOR_IO_KQUEUE
+    &kKqueueEngine,  // after epoll: on Linux it is libkqueue, an emulation over epoll
+#endif
 #if ARBOR_IO_IOCP
     &kIocpEngine,
 #endif

@@ -40,5 +40,6 @@ std::string describe_polling(const EngineOptions& options);
 extern const EngineEntry kEpollEngine;
 extern const EngineEntry kUringEngine;
 extern const EngineEntry kIocpEngine;
+extern const EngineEntry kKqueueEngine;
 
 }  // namespace arbor::io

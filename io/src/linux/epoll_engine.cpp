@@ -1,448 +1,89 @@
-// EpollEngine: the readiness backend (Linux). Why it is built this way, and what it was
-// measured against, is in docs/architecture.md ("EpollEngine"); this file keeps these
-// invariants:
-// - Each socket is registered once, edge-triggered, for both directions; an operation that
-//   would block waits in its descriptor's slot, and a readiness event turns it into a retry
-//   that a worker runs.
-// - No lost edge: an attempt parks only if its side's readiness generation (EpollDescriptor,
-//   bumped by the poller under the descriptor lock) is the one it started under.
-// - A batch never exceeds K: one epoll event may yield two retries, so a wait asks for
-//   ceil(room / 2) and carries at most one retry to the next wait.
-// - An event that reaches a recycled descriptor only bumps a readiness generation: at worst
-//   one spurious retry that finds EAGAIN.
-// - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
-//   or a retry pending for it, shuts the socket's read side down at once (a listener stops
-//   listening); a read-side call's result then counts as cancelled, a send's stands.
+// The epoll engine: the readiness protocol (posix/readiness_engine.cpp) over an epoll set per
+// poller. This file is only the adapter (posix/readiness_poller.hpp) and keeps its invariants:
+// - A socket is added once with EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET: both directions,
+//   edge-triggered, its descriptor's pointer as the report's token.
+// - An eventfd, level-triggered with a null token, wakes the set; wait() drains it and never
+//   reports it.
+// - EPOLLHUP and EPOLLERR are reported as errors (both sides retry), EPOLLRDHUP as readable.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <vector>
 
-#include "arbor/internal/log.hpp"
-#include "arbor/io/submit_batch.hpp"
+#include "arbor/io/socket.hpp"
 #include "arbor/sync/timespec.hpp"
-#include "common/descriptor.hpp"
-#include "common/engine_core.hpp"
 #include "common/engine_table.hpp"
-#include "common/operation_state.hpp"
-#include "posix/socket_calls.hpp"
+#include "posix/readiness_engine.hpp"
 
 namespace arbor::io {
 namespace {
 
-// The readiness generation of each side: bumped by every event for that side.
-struct EpollDescriptor : Descriptor {
-  std::uint32_t seq[2] = {0, 0};
-  void reset(Handle handle, int owner) noexcept {
-    Descriptor::reset(handle, owner);
-    seq[0] = seq[1] = 0;
-  }
-};
-
-// Per operation: the readiness generation its next attempt starts under, connect's progress,
-// and a link for cancel_parked()'s chain.
-struct EpollOp {
-  std::uint32_t ready_seq = 0;
-  bool connect_started = false;
-  Operation* next = nullptr;
-};
-
-constexpr std::uint32_t kReadEvents = EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR;
-constexpr std::uint32_t kWriteEvents = EPOLLOUT | EPOLLHUP | EPOLLERR;
-
-class EpollEngine final : public EngineCore {
+class EpollPoller final : public ReadinessPoller {
  public:
-  EpollEngine(sched::Scheduler& scheduler, const EngineOptions& options)
-      : EngineCore(scheduler, options), pollers_(static_cast<std::size_t>(poll_sets(options))) {}
-
-  std::error_code init() {
-    for (auto& p : pollers_) {
-      p.epfd = ::epoll_create1(EPOLL_CLOEXEC);
-      if (p.epfd < 0) return {errno, std::system_category()};
-      p.eventfd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-      if (p.eventfd < 0) return {errno, std::system_category()};
-      epoll_event ev{};
-      ev.events = EPOLLIN;  // level-triggered: drained on every wake
-      ev.data.ptr = nullptr;
-      if (::epoll_ctl(p.epfd, EPOLL_CTL_ADD, p.eventfd, &ev) != 0)
-        return {errno, std::system_category()};
-      p.events.resize((options().max_batch + 1) / 2);  // see wait()
-    }
-    return start_polling();
+  static constexpr const char* kName = "epoll";
+  explicit EpollPoller(std::size_t capacity) : events_(capacity) {}
+  ~EpollPoller() override {
+    close_handle(epfd_);
+    close_handle(eventfd_);
   }
 
-  ~EpollEngine() override {
-    // The pollers are stopped (by the owner's deleter, engine.hpp). Sockets still open now were
-    // never closed by their owners: the engine owns their descriptors, so it closes them.
-    descriptors_pool_.for_each([this](Descriptor& d) {
-      std::lock_guard guard(d.lock);
-      if (d.close_if_open()) descriptors_.fetch_sub(1, std::memory_order_relaxed);
-    });
-    for (auto& p : pollers_) {
-      close_handle(p.epfd);
-      close_handle(p.eventfd);
-    }
+  int init() noexcept {
+    epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epfd_ < 0) return errno;
+    eventfd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (eventfd_ < 0) return errno;
+    epoll_event ev{};
+    ev.events = EPOLLIN;  // level-triggered: drained on every wake
+    ev.data.ptr = nullptr;
+    return ::epoll_ctl(epfd_, EPOLL_CTL_ADD, eventfd_, &ev) == 0 ? 0 : errno;
   }
 
-  const char* name() const noexcept override { return "epoll"; }
-
-  Result<DescriptorRef> attach(Handle handle) noexcept override {
-    if (int e = posix::make_non_blocking(handle); e != 0) {
-      close_handle(handle);
-      return errno_code(e);
-    }
-    auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
-    if (!adopted) return adopted;
-    auto* d = static_cast<EpollDescriptor*>(adopted->descriptor);
-    const int poller = d->poller;
+  int add(Handle fd, void* token) noexcept override {
     epoll_event ev{};
     ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
-    ev.data.ptr = d;
-    // Release: publishes the descriptor's reset (and the pool's allocation of it) to the
-    // thread that will get its pointer back from epoll_wait; see wait().
-    pollers_[poller].registrations.fetch_add(1, std::memory_order_release);
-    const int added =
-        ::epoll_ctl(pollers_[poller].epfd, EPOLL_CTL_ADD, static_cast<int>(handle), &ev);
-    if (added != 0) {
-      const int e = errno;
-      close_handle(handle);
-      {
-        std::lock_guard guard(d->lock);
-        d->closed = d->fd_closed = true;  // never named: nothing may close this fd number again
-      }
-      descriptors_pool_.release(d);
-      return errno_code(e);
-    }
-    descriptors_.fetch_add(1, std::memory_order_relaxed);
-    return adopted;
+    ev.data.ptr = token;
+    return ::epoll_ctl(epfd_, EPOLL_CTL_ADD, static_cast<int>(fd), &ev) == 0 ? 0 : errno;
   }
 
-  bool start(Operation& op) noexcept override {
-    auto& d = descriptor_of<EpollDescriptor>(op);
-    // The descriptor lock is taken twice per start, here and in attempt() after the system
-    // call, and that stays: the call runs between the two, outside the lock. Before it, under
-    // the lock: admission (a stale name or a closed socket must not reach the fd number, which
-    // may serve another socket by now), the `busy` pin that keeps the fd open through the call,
-    // and the readiness generation the attempt starts under. After it, under the lock: the
-    // park, checked against that generation (an edge that arrived during the call means try
-    // again, not sleep: the no-lost-edge rule), or the unpin and a close that waited for it.
-    // One lock would need either the call inside it, so that the reaper (in workers mode a
-    // worker holding the poll right, mid-batch), the socket's other side and a close would
-    // wait out a send's copy, contended and asleep on the futex, where an uncontended second
-    // lock costs two atomic operations; or a lock-free pin on Descriptor (an atomic `busy`
-    // against `closed` and reset()'s recycling, shared with io_uring's sends), which is a
-    // redesign of the descriptor protocol for those same two operations.
-    {
-      std::lock_guard guard(d.lock);
-      // Admitted first: an operation refused as busy may be the one pending, whose state must
-      // not be reset under it.
-      if (!admit(d, op, cancelling())) return true;
-      ++d.busy;
-      emplace_state<EpollOp>(op).ready_seq = d.seq[Descriptor::side(op.kind)];
-    }
-    return attempt(op);
+  void remove(Handle fd) noexcept override {
+    ::epoll_ctl(epfd_, EPOLL_CTL_DEL, static_cast<int>(fd), nullptr);
   }
 
-  std::int64_t receive_now(Operation& op) noexcept override {
-    auto& d = descriptor_of<EpollDescriptor>(op);
-    {
-      std::lock_guard guard(d.lock);
-      if (!admit(d, op, cancelling())) return op.result;
-      ++d.busy;  // the same pin as start(): the fd stays open through the call
-    }
-    const std::int64_t r = posix::perform(op, d.fd);
-    Descriptor::Finish finish;
-    {
-      std::lock_guard guard(d.lock);
-      --d.busy;
-      finish = d.finish_if_closed();
-    }
-    finish_close(&d, finish);
-    return r;
-  }
-
-  void cancel(Operation& op) noexcept override {
-    auto& d = descriptor_of<EpollDescriptor>(op);
-    const int side = Descriptor::side(op.kind);
-    bool parked = false;
-    Descriptor::Finish finish;
-    {
-      std::lock_guard guard(d.lock);
-      // A retry in flight sees the flag under the lock before it would park again.
-      op.cancel_requested.store(true, std::memory_order_relaxed);
-      if (d.generation == op.generation && d.slot[side] == &op) {
-        d.slot[side] = nullptr;
-        parked = true;
-        finish = d.finish_if_closed();
-      }
-    }
-    finish_close(&d, finish);
-    if (parked) complete_later(op, -ECANCELED);
-  }
-
-  void close(DescriptorRef socket) noexcept override {
-    Descriptor* d = socket.descriptor;
-    Operation* parked[2];
-    Descriptor::Finish finish;
-    {
-      std::lock_guard guard(d->lock);
-      if (d->closed || d->generation != socket.generation) return;
-      d->closed = true;
-      parked[0] = std::exchange(d->slot[0], nullptr);
-      parked[1] = std::exchange(d->slot[1], nullptr);
-      finish = d->finish_if_closed();
-      // A worker is in a system call on the fd, or holds a retry for it that may run much
-      // later: the fd is closed when it lets go, but the socket ends now (descriptor.hpp).
-      if (finish.close_fd == kInvalidHandle && !d->fd_closed)
-        posix::shut_down_for_close(d->fd, d->busy != 0);
-    }
-    finish_close(d, finish);
-    for (Operation* op : parked)
-      if (op != nullptr) complete_later(*op, -ECANCELED);
-  }
-
- protected:
-  void cancel_parked() noexcept override {
-    // Collect under the pool's lock, complete after it: a completion may run in place (inline
-    // mode, or a pool that cannot grow) and close its socket, which takes that lock again.
-    // The chain runs through EpollOp::next, a link in each operation's engine state kept for
-    // this chain alone.
-    Operation* chain = nullptr;
-    descriptors_pool_.for_each([&chain](Descriptor& d) {
-      std::lock_guard guard(d.lock);
-      for (Operation*& slot : d.slot)
-        if (Operation* op = std::exchange(slot, nullptr)) {
-          state_of<EpollOp>(*op).next = chain;
-          chain = op;
-        }
-    });
-    while (chain != nullptr) {
-      Operation* op = chain;
-      chain = state_of<EpollOp>(*op).next;  // before completing: op may be gone afterwards
-      complete_later(*op, -ECANCELED);
-    }
-  }
-
-  std::size_t wait(int poller, std::int64_t timeout_ns,
-                   std::span<sched::Event> out) noexcept override {
-    Poller& p = pollers_[static_cast<std::size_t>(poller)];
+  std::size_t wait(std::int64_t timeout_ns, std::span<Readiness> out) noexcept override {
+    const timespec ts = sync::to_timespec<timespec>(timeout_ns);
+    const int n = ::epoll_pwait2(epfd_, events_.data(), static_cast<int>(out.size()),
+                                 timeout_ns >= 0 ? &ts : nullptr, nullptr);
     std::size_t count = 0;
-    if (p.carried.handler != nullptr) {  // the event the previous wait had no room for
-      out[count++] = std::exchange(p.carried, {});
-      if (count == out.size()) return count;
-      timeout_ns = 0;  // look for more, but do not sleep on an event in hand
-    }
-    timespec ts = sync::to_timespec<timespec>(timeout_ns);
-    // Each epoll event yields up to two events, one per side. Asking for ceil(room / 2) fills
-    // the batch, and at most one event then does not fit: it is kept in `carried` for the next
-    // wait. Its operation is already out of its slot with a busy count held, so nothing else
-    // can reach it meanwhile. (Half the room, rounded down, was zero for K = 1 and the event
-    // array then overflowed.)
-    const std::size_t room = out.size() - count;
-    const int max = static_cast<int>((room + 1) / 2);
-    const int n =
-        ::epoll_pwait2(p.epfd, p.events.data(), max, timeout_ns >= 0 ? &ts : nullptr, nullptr);
-    if (n > 0) {
-      // The kernel carried descriptor pointers from attach() to us; the C++ memory model (and
-      // ThreadSanitizer) cannot see that edge. Every attach bumps `registrations` (release)
-      // before its epoll_ctl(ADD), and no event can name a descriptor before that call, so
-      // this acquire load reads that bump or a later one (a read-modify-write chain, one
-      // release sequence) and orders the attacher's writes before our reads. It replaces a
-      // mutex taken after every non-empty wait. Proved under ThreadSanitizer by
-      // EngineTest.BurstIsDeliveredAsBoundedTreesExactlyOnce/epoll (attaches on the test
-      // thread, reaps on a worker) and the socket suites.
-      (void)p.registrations.load(std::memory_order_acquire);
-    }
     for (int i = 0; i < n; ++i) {
-      const epoll_event& ev = p.events[static_cast<std::size_t>(i)];
+      const epoll_event& ev = events_[static_cast<std::size_t>(i)];
       if (ev.data.ptr == nullptr) {
         std::uint64_t value;
-        while (::read(p.eventfd, &value, sizeof value) > 0) {
+        while (::read(eventfd_, &value, sizeof value) > 0) {
         }
         continue;
       }
-      auto* d = static_cast<EpollDescriptor*>(ev.data.ptr);
-      std::lock_guard guard(d->lock);
-      for (int side = 0; side < 2; ++side) {
-        if ((ev.events & (side == 0 ? kReadEvents : kWriteEvents)) == 0) continue;
-        ++d->seq[side];
-        Operation* op = std::exchange(d->slot[side], nullptr);
-        if (op == nullptr) continue;
-        ++d->busy;  // the retry will run the system call; keep the fd open for it
-        state_of<EpollOp>(*op).ready_seq = d->seq[side];
-        const sched::Event event{&retry, op, 0, reinterpret_cast<std::uintptr_t>(this)};
-        if (count < out.size())
-          out[count++] = event;
-        else
-          p.carried = event;
-      }
+      out[count++] = {ev.data.ptr, (ev.events & (EPOLLIN | EPOLLRDHUP)) != 0,
+                      (ev.events & EPOLLOUT) != 0, (ev.events & (EPOLLHUP | EPOLLERR)) != 0};
     }
     return count;
   }
 
-  // A retry still carried when the loop ends must not be lost: its operation left its slot.
-  void on_poller_stop(int poller) noexcept override {
-    Poller& p = pollers_[static_cast<std::size_t>(poller)];
-    if (p.carried.handler == nullptr) return;
-    const sched::Event event = std::exchange(p.carried, {});
-    deliver({&event, 1});
-  }
-
-  void wake(int poller) noexcept override {
-    wakes_.fetch_add(1, std::memory_order_relaxed);
+  void wake() noexcept override {
     const std::uint64_t one = 1;
-    [[maybe_unused]] auto r =
-        ::write(pollers_[static_cast<std::size_t>(poller)].eventfd, &one, sizeof one);
+    [[maybe_unused]] auto r = ::write(eventfd_, &one, sizeof one);
   }
 
  private:
-  struct Poller {
-    std::atomic<std::uint64_t> registrations{0};  // attaches so far; see attach() and wait()
-    int epfd = -1;
-    int eventfd = -1;
-    std::vector<epoll_event> events;
-    sched::Event carried;  // poller thread only: a retry the last wait had no room for
-  };
-
-  // Runs op's system call until it finishes or parks. The caller holds one `busy` count on the
-  // descriptor, released here. Returns true if op finished (result in op.result).
-  bool attempt(Operation& op) noexcept {
-    auto& d = descriptor_of<EpollDescriptor>(op);
-    EpollOp& state = state_of<EpollOp>(op);
-    const int side = Descriptor::side(op.kind);
-    const Handle fd = d.fd;  // stable while busy > 0
-    std::uint32_t seq = state.ready_seq;
-    for (;;) {
-      std::int64_t r = op.kind == OpKind::connect
-                           ? posix::connect_step(op, fd, state.connect_started)
-                           : posix::perform(op, fd);
-      Descriptor::Finish finish;
-      Handle orphan = kInvalidHandle;
-      {
-        std::lock_guard guard(d.lock);
-        if (r == -EAGAIN) {
-          const bool cancelled =
-              d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling();
-          if (!cancelled && d.seq[side] != seq) {
-            seq = d.seq[side];  // readiness arrived while we tried: try again
-            continue;
-          }
-          if (!cancelled) {
-            state.ready_seq = seq;
-            d.slot[side] = &op;
-            --d.busy;
-            return false;
-          }
-          r = -ECANCELED;
-        } else if (d.closed && is_read_side(op.kind)) {
-          // Closed during the call (its read shutdown may be what ended it): cancelled, and a
-          // connection it accepted is closed rather than handed to a closed listener's reader.
-          // A send in flight is left alone by the close, and its result stands.
-          if (op.kind == OpKind::accept && r >= 0) orphan = static_cast<Handle>(r);
-          r = -ECANCELED;
-        }
-        --d.busy;
-        finish = d.finish_if_closed();
-      }
-      finish_close(&d, finish);
-      if (orphan != kInvalidHandle) close_handle(orphan);
-      op.result = r;
-      return true;
-    }
-  }
-
-  static void retry(const sched::Event& event, sched::Disposition disposition) noexcept {
-    auto* op = static_cast<Operation*>(event.target);
-    auto* self = reinterpret_cast<EpollEngine*>(static_cast<std::uintptr_t>(event.data));
-    auto& d = descriptor_of<EpollDescriptor>(*op);
-    if (disposition != sched::Disposition::drop && op->kind != OpKind::readable) {
-      // Closed since the readiness took it out of its slot: it is still pending, and close()
-      // cancels what is pending; run, a send would go out after close() returned
-      // (CloseTest.AWriteWaitingForRoomIsCancelledByACloseBeforeItRunsAgain). A close from
-      // here on finds the call in flight (busy), as for a first attempt.
-      bool closed;
-      {
-        std::lock_guard guard(d.lock);
-        closed = d.closed;
-      }
-      if (!closed) {
-        SubmitBatch batch;
-        if (self->attempt(*op)) op->complete(*op, op->result);
-        return;
-      }
-    }
-    {
-      // Dropped (the scheduler is stopping) or closed: release the busy count and report
-      // cancellation. A readable wait needs no second peek: the readiness that woke it is its
-      // answer (saving a system call per request for a server that waits this way; rarely, as
-      // with any readiness, the read after it finds nothing and waits).
-      Descriptor::Finish finish;
-      bool cancelled;
-      {
-        std::lock_guard guard(d.lock);
-        --d.busy;
-        cancelled = disposition == sched::Disposition::drop || d.closed ||
-                    op->cancel_requested.load(std::memory_order_relaxed);
-        finish = d.finish_if_closed();
-      }
-      self->finish_close(&d, finish);
-      if (cancelled) {
-        op->complete(*op, -ECANCELED);
-        return;
-      }
-      SubmitBatch batch;
-      op->complete(*op, 0);
-    }
-  }
-
-  static void deliver_result(const sched::Event& event, sched::Disposition) noexcept {
-    auto* op = static_cast<Operation*>(event.target);
-    SubmitBatch batch;
-    op->complete(*op, event.result);
-  }
-
-  void complete_later(Operation& op, std::int64_t result) noexcept {
-    const sched::Event event{&deliver_result, &op, result, 0};
-    deliver({&event, 1});
-  }
-
-  void finish_close(Descriptor* d, const Descriptor::Finish& finish) noexcept {
-    if (finish.close_fd != kInvalidHandle) {
-      const int fd = static_cast<int>(finish.close_fd);
-      ::epoll_ctl(pollers_[static_cast<std::size_t>(d->poller)].epfd, EPOLL_CTL_DEL, fd, nullptr);
-      close_handle(finish.close_fd);
-      descriptors_.fetch_sub(1, std::memory_order_relaxed);
-    }
-    if (finish.release) descriptors_pool_.release(d);
-  }
-
-  std::vector<Poller> pollers_;
-  DescriptorPool<EpollDescriptor> descriptors_pool_;
+  int epfd_ = -1;
+  int eventfd_ = -1;
+  std::vector<epoll_event> events_;
 };
-
-Result<std::unique_ptr<Engine>> create_epoll(sched::Scheduler& scheduler,
-                                             const EngineOptions& options, bool announce) {
-  auto engine = std::make_unique<EpollEngine>(scheduler, options);
-  if (auto ec = engine->init()) {
-    log::error("epoll engine: {}", ec.message());
-    return ec;
-  }
-  if (announce)
-    log::info("engine: epoll, {}, batch {}, tree {}{}", describe_polling(options),
-              options.max_batch, options.max_tree, options.inline_completions ? ", inline" : "");
-  return std::unique_ptr<Engine>(std::move(engine));
-}
-
-std::error_code probe_epoll() noexcept {
-  const int fd = ::epoll_create1(EPOLL_CLOEXEC);
-  if (fd < 0) return {errno, std::system_category()};
-  close_handle(fd);
-  return {};
-}
 
 }  // namespace
 
-const EngineEntry kEpollEngine{"epoll", IoMode::workers, &probe_epoll, &create_epoll};
+const EngineEntry kEpollEngine{"epoll", IoMode::workers, &probe_readiness<EpollPoller>,
+                               &create_readiness<EpollPoller>};
 
 }  // namespace arbor::io
