@@ -110,6 +110,13 @@ class ReadinessEngine final : public EngineCore {
       close_handle(handle);
       return errno_code(e);
     }
+    return adopt(handle);
+  }
+
+  Result<DescriptorRef> attach_stream(Handle handle) noexcept override { return adopt(handle); }
+
+  // attach()'s and attach_stream()'s common part, for a non-blocking socket.
+  Result<DescriptorRef> adopt(Handle handle) noexcept {
     auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
     if (!adopted) return adopted;
     auto* d = static_cast<ReadyDescriptor*>(adopted->descriptor);
