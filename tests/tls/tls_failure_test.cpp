@@ -24,24 +24,14 @@ namespace {
 using namespace std::chrono_literals;
 using test::TlsTcp;
 
-class TlsFailureTest : public ::testing::TestWithParam<std::string> {
+class TlsFailureTest : public test::TlsEngineTest {
  protected:
-  void SetUp() override {
-    ASSERT_EQ(test::certificates().error, "");
-    rt_ = test::make_runtime(GetParam());
-    ASSERT_TRUE(rt_);
-  }
-  template <class T>
-  T run(Task<T> task) {
-    return rt_->block_on(std::move(task));
-  }
   // Both sides' errors for a handshake that must fail.
   std::pair<std::error_code, std::error_code> failed(const tls::Context& client,
                                                      const tls::Context& server, std::string host) {
     auto pair = run(test::handshake_pair(*rt_, client, server, std::move(host)));
     return {pair.client.error(), pair.server.error()};
   }
-  std::unique_ptr<Runtime> rt_;
 };
 
 TEST_P(TlsFailureTest, AWrongHostFailsVerification) {

@@ -81,4 +81,20 @@ Task<std::string> echo(tls::Stream<S>& stream) {
   co_return "ok";
 }
 
+// The TLS suites' fixture: parameterised over engine variants, a runtime per test, and the
+// test certificates made (once per process).
+class TlsEngineTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    ASSERT_EQ(certificates().error, "");
+    rt_ = make_runtime(GetParam());
+    ASSERT_TRUE(rt_);
+  }
+  template <class T>
+  T run(Task<T> task) {
+    return rt_->block_on(std::move(task));
+  }
+  std::unique_ptr<Runtime> rt_;
+};
+
 }  // namespace arbor::test

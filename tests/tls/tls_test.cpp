@@ -17,19 +17,7 @@ namespace {
 using namespace std::chrono_literals;
 using test::TlsTcp;
 
-class TlsTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    ASSERT_EQ(test::certificates().error, "");
-    rt_ = test::make_runtime(GetParam());
-    ASSERT_TRUE(rt_);
-  }
-  template <class T>
-  T run(Task<T> task) {
-    return rt_->block_on(std::move(task));
-  }
-  std::unique_ptr<Runtime> rt_;
-};
+class TlsTest : public test::TlsEngineTest {};
 
 // A client writes, reads the echo, shuts down; the server echoes until close_notify and
 // sends its own; the client then reads the end of the stream (0), not an error.
