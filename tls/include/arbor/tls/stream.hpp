@@ -24,6 +24,7 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <span>
@@ -112,10 +113,12 @@ class Stream {
   // Steps the machine, sending what it produced and reading what it asks for, until `op` is
   // done. A retried step passes the same `data` (OpenSSL requires it for writes).
   Task<Result<std::size_t>> run(Op op, std::span<std::byte> data) {
-    if (pending_) co_return make_error_code(Errc::busy);
-    pending_ = true;
+    // Two tasks may call at once from two workers (when_any's contestants do:
+    // TlsTest.ASecondConcurrentOperationIsBusy), so the claim is one atomic exchange. Acquire
+    // pairs with the release below: the winner sees the machine as the last operation left it.
+    if (pending_.exchange(true, std::memory_order_acquire)) co_return make_error_code(Errc::busy);
     auto result = co_await drive(op, data);
-    pending_ = false;
+    pending_.store(false, std::memory_order_release);
     co_return result;
   }
 
@@ -146,9 +149,17 @@ class Stream {
     co_return Result<void>{};
   }
 
+  // The one-operation-at-a-time claim. Moving a Stream while an operation is pending is not
+  // allowed (the operation refers to it), so a move carries an idle flag.
+  struct Claim : std::atomic<bool> {
+    Claim() noexcept : std::atomic<bool>(false) {}
+    Claim(Claim&&) noexcept : std::atomic<bool>(false) {}
+    Claim& operator=(Claim&&) noexcept { return *this; }
+  };
+
   std::unique_ptr<detail::Machine> machine_;
   S next_;
-  bool pending_ = false;
+  Claim pending_;
 };
 
 template <class S>
