@@ -307,7 +307,16 @@ void Server::on_readable(io::Operation& op, std::int64_t result) noexcept {
 // once, and this frame must not touch it or the server (which end() may let go) after that.
 Task<void> Server::serve(Accepted& a) {
   // A local, not `if (co_await ...)`: GCC 12 miscompiles that shape (docs/guide.md, case 4).
-  const bool idle = co_await turn(a);
+  bool idle = false;
+  try {
+    idle = co_await turn(a);
+  } catch (...) {
+    // No memory for a frame of the turn (turn()'s own, or a write's): the connection closes.
+    // Letting it leave this task would leave `a` neither parked nor ended: its socket open,
+    // its watch listed, active_ never back to 0, and run() waiting for it for ever
+    // (HttpServerAllocation.NoMemoryForAWakesTurnClosesTheConnection).
+    idle = false;
+  }
   if (idle)
     park(a);
   else
