@@ -1,6 +1,6 @@
 // http::Server when memory runs out at a connection's wake. A separate binary because it
 // replaces the global operator new: while armed, the next allocation of at least kBig bytes
-// made on any thread but the test's throws (the first such after a parked connection wakes is
+// made on a scheduler worker throws (the first such after a parked connection wakes is
 // its turn()'s coroutine frame, which holds the request state).
 #include <gtest/gtest.h>
 
@@ -12,6 +12,7 @@
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/http/server.hpp"
+#include "arbor/sched/scheduler.hpp"
 #include "http_client.hpp"
 
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
@@ -24,8 +25,12 @@ thread_local bool t_exempt = false;  // the test thread
 }  // namespace
 
 void* operator new(std::size_t size) {
+  // Only on a scheduler worker, where a turn runs: a poller thread (the *_pollers variants)
+  // makes large allocations of its own, such as the global queue's segments when it submits
+  // a wake, whose failure this test is not about (it aborted there about 1 run in 10 under
+  // load).
   if (size >= kBig && !t_exempt && g_fail_next_big.load(std::memory_order_relaxed) &&
-      g_fail_next_big.exchange(false)) {
+      arbor::sched::Scheduler::current() != nullptr && g_fail_next_big.exchange(false)) {
     g_failed.fetch_add(1);
     throw std::bad_alloc();
   }
