@@ -167,7 +167,8 @@ TEST(HttpServerApi, RunReturnsOnlyOnceEveryConnectionHasEnded) {
   });
   ASSERT_TRUE(server) << server.error().message();
   auto running = rt.spawn((*server)->run(std::chrono::milliseconds(50)));
-  http_test::Client hog((*server)->local_address().port());
+  http_test::Client hog((*server)->local_address().port(), nullptr,
+                        http_test::Client::kSmallReceiveBuffer);
   ASSERT_TRUE(hog.connected());
   const std::size_t sent = hog.send_until_the_server_stops_reading(
       "GET / HTTP/1.1\r\nHost: h\r\n\r\n", std::size_t{64} << 20);

@@ -22,8 +22,8 @@
 #include <vector>
 
 #include "../child_process.hpp"
-#include "arbor/io/engine.hpp"
 #include "../sched/test_support.hpp"
+#include "arbor/io/engine.hpp"
 #include "http_client.hpp"
 
 namespace {
@@ -437,10 +437,12 @@ TEST_P(HttpServer, Issue32_OnePeersSlowUploadsCannotTakeEveryBodyBuffer) {
   // new connection may still be refused (503) until then; one is given a buffer soon after.
   ASSERT_TRUE(a.send(pattern(100'000)));
   EXPECT_EQ(a.read_response().status, 200);
-  EXPECT_TRUE(arbor::sched::test::eventually([&] {
-    Client e(server().port());
-    return holds_a_buffer(e);
-  }, std::chrono::seconds(10)));
+  EXPECT_TRUE(arbor::sched::test::eventually(
+      [&] {
+        Client e(server().port());
+        return holds_a_buffer(e);
+      },
+      std::chrono::seconds(10)));
 }
 
 TEST_P(HttpServer, MalformedAndOversizedRequestsGetTheirStatusAndAClose) {
@@ -604,7 +606,7 @@ std::optional<long long> await_metric(Client& c, const std::string& name, long l
 TEST_P(HttpServer, Issue32_AClientThatStopsReadingIsCutByTheWriteTimeout) {
   // The other timeouts are far beyond await_metric's 10 s: only the write timeout can cut.
   start({"--write-timeout-ms", "300", "--header-timeout-ms", "60000"});
-  Client hog(server().port());
+  Client hog(server().port(), nullptr, Client::kSmallReceiveBuffer);
   ASSERT_TRUE(hog.connected());
   const std::size_t sent =
       hog.send_until_the_server_stops_reading(get("/plaintext"), std::size_t{64} << 20);
@@ -728,7 +730,7 @@ TEST_P(HttpServer, SigtermAnswersRequestsInFlightThenExitsZero) {
 // aborted: the server was destroyed while that connection still ran, 16 of 16 runs).
 TEST_P(HttpServer, AStopWhileAClientReadsNothingEndsItAndExitsZero) {
   start({"--shutdown-timeout-ms", "200"});
-  Client hog(server().port());
+  Client hog(server().port(), nullptr, Client::kSmallReceiveBuffer);
   ASSERT_TRUE(hog.connected());
   const std::size_t sent =
       hog.send_until_the_server_stops_reading(get("/plaintext"), std::size_t{64} << 20);

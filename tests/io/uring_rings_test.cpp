@@ -29,11 +29,11 @@
 #include "../runtime/runtime_support.hpp"
 #include "../sched/test_support.hpp"
 #include "arbor/arbor.hpp"
+#include "arbor/internal/log.hpp"
 #include "arbor/io/clock.hpp"
 #include "arbor/sched/blocking_region.hpp"
 #include "common/descriptor.hpp"
 #include "engine_test_support.hpp"
-#include "arbor/internal/log.hpp"
 #include "linux/uring/engine.hpp"
 
 namespace arbor::io {
