@@ -90,21 +90,17 @@ std::size_t Server::Connection::block_size(const Limits& limits) noexcept {
          kScratchCapacity;
 }
 
-Server::Connection::Connection(Server& server, TcpStream& stream)
+Server::Connection::Connection(Server& server, Accepted& a)
     : server_(server),
-      stream_(stream),
+      stream_(a.stream),
+      watch_(a.watch),
       in_capacity_(in_capacity(server.options_.limits)),
       field_count_(field_count(server.options_.limits)),
-      parser_(server.options_.limits, {}) {
-  watch_.fd = stream.native_handle();
-  server_.enlist(watch_);
-}
+      parser_(server.options_.limits, {}) {}
 
 Server::Connection::~Connection() {
   server_.give_body_buffer(std::move(body_buffer_), body_peer_);
   server_.blocks_->give(block_);
-  server_.delist(watch_);
-  server_.active_.fetch_sub(1, std::memory_order_release);
 }
 
 void Server::Connection::give_back_buffers() noexcept {
@@ -131,14 +127,17 @@ bool Server::Connection::take_buffers() noexcept {
   return true;
 }
 
-Server::Connection::ReadNow Server::Connection::read_now() noexcept {
-  begin_ = end_ = 0;  // idle: no input in hand
+Server::Connection::ReadNow Server::Connection::wake(std::int64_t woke) noexcept {
+  if (woke < 0 || !take_buffers()) return ReadNow::ended;
   auto n = stream_.try_read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
-  if (!n)
-    return n.error() == std::errc::resource_unavailable_try_again ? ReadNow::nothing
-                                                                  : ReadNow::ended;
+  if (!n) {
+    if (n.error() != std::errc::resource_unavailable_try_again) return ReadNow::ended;
+    give_back_buffers();  // stale readiness: park again holding nothing
+    return ReadNow::nothing;
+  }
   if (*n == 0) return ReadNow::ended;
   end_ = *n;
+  busy();
   return ReadNow::got;
 }
 

@@ -1,18 +1,18 @@
-// Server::Connection: one accepted socket's keep-alive loop, as steps Server::serve() calls in
-// turn (parse, respond, write, deadline, read, linger), and Server::Watch, the part of it the
+// Server::Accepted, what a connection holds for its whole life (and all it holds while idle);
+// Server::Connection, one turn of its keep-alive loop, as steps Server::turn() calls in order
+// (wake, parse, respond, write, deadline, read, linger); and Server::Watch, the part the
 // sweeper and shutdown() reach from other threads.
 //
 // Invariant between steps: in_[begin_, end_) is input not yet consumed, and the output buffer
 // holds whole responses, in request order, that no write has taken yet. The buffers (parser
 // fields, input, output, scratch) are one block lent by the server's BlockPool while the
-// connection has something of a request in hand; an idle connection gives it back and waits
-// with readable(), which pins no buffer, so it holds only its own small state. Readiness can
-// be stale (epoll reports an edge whose bytes an earlier read already took), so after
-// readable() the connection reads without waiting (read_now()) and, finding nothing, gives
-// the buffers back and waits again: it never waits holding them. On the keep-alive path the
-// only system calls are write()'s, read_now()'s and, on epoll, readable()'s one-byte peek when
-// it starts (io_uring's readable() needs none: the socket's multishot receive answers it), and
-// the only coroutine frames write_all's.
+// connection has something of a request in hand. An idle connection is no task at all: its
+// turn ends, giving the block back, and it is parked on a readable wait that pins nothing.
+// Readiness can be stale (epoll reports an edge whose bytes an earlier read already took), so
+// a wake reads without waiting (wake()) and, finding nothing, parks again: a connection never
+// waits holding buffers. On the keep-alive path the only system calls are write()'s, wake()'s
+// read and, on epoll, the park's one-byte peek (io_uring's readable wait needs none: the
+// socket's multishot receive answers it).
 #pragma once
 
 #include <atomic>
@@ -26,15 +26,17 @@
 #include "arbor/http/date.hpp"
 #include "arbor/http/request_parser.hpp"
 #include "arbor/http/server.hpp"
+#include "arbor/io/operation.hpp"
 #include "arbor/io/socket.hpp"
+#include "arbor/runtime/frame_pool.hpp"
 #include "peer_shares.hpp"
 
 namespace arbor::http {
 
 /// What other threads see of a connection. The sweeper, the eviction and shutdown() touch fd,
 /// cut and drained (and the list links) only under connections_mutex_, and deadline and
-/// idle_since only atomically; the
-/// Connection that holds this keeps it listed, so alive, until its coroutine ends.
+/// idle_since only atomically; the Accepted that holds it is listed from run() to end(), so
+/// alive while listed.
 struct Server::Watch {
   Watch* prev = nullptr;
   Watch* next = nullptr;
@@ -48,15 +50,36 @@ struct Server::Watch {
   bool drained = false;  // reads shut down by shutdown()
 };
 
-/// Lives in serve()'s coroutine frame and is touched only by that coroutine, on whichever
+/// An accepted connection's lasting part, all it holds while idle: its socket, its Watch and
+/// the readable wait it is parked on. A connection runs as a task only while it has something
+/// to do: serve() starts at a wake and ends at the next idle point, parking this again, so an
+/// idle connection costs this record (about 300 bytes) and its engine descriptor, not a
+/// coroutine frame with a request's state (1.5 KB; docs/benchmarks.md, "Idle connections").
+/// Ownership: the server's, from accept to end(); made and listed by run(). While parked, only
+/// the wait's completion (on_readable) may touch it; from then on, only the serve() it starts.
+struct Server::Accepted {
+  Accepted(Server& s, TcpStream st) noexcept : server(s), stream(std::move(st)) {}
+  // From the frame pool, as the coroutine frames it stands in for are (bounded caches).
+  static void* operator new(std::size_t size) { return frame_pool::allocate(size); }
+  static void operator delete(void* p, std::size_t size) noexcept {
+    frame_pool::deallocate(p, size);
+  }
+
+  Server& server;
+  TcpStream stream;
+  Watch watch;
+  io::Operation wait;     // the parked readable(); its completion starts serve()
+  std::int64_t woke = 0;  // that wait's result (0, or -errno), for the serve() it starts
+};
+
+/// Lives in turn()'s coroutine frame and is touched only by that coroutine, on whichever
 /// thread a co_await resumes it (so nothing thread-local is kept across one), except watch_,
 /// which other threads reach as Watch says.
 class Server::Connection {
  public:
-  /// Lists the connection with the sweeper. It starts idle, without buffers.
-  Connection(Server& server, TcpStream& stream);
-  /// Gives back what it holds, delists it and counts it gone: the last thing this connection
-  /// does to the server.
+  /// A turn of `a`, which was idle (parked) until now: no buffers, nothing of a request.
+  Connection(Server& server, Accepted& a);
+  /// Gives back what it holds (buffers); `a` stays the server's.
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
@@ -64,17 +87,11 @@ class Server::Connection {
   /// Nothing of a request in hand and no output (after write(), before read()): the buffers
   /// can go back.
   bool idle() const noexcept { return begin_ == end_ && discard_ == 0 && out_.size == 0; }
-  /// While idle: gives the buffers back (if it holds them).
-  void give_back_buffers() noexcept;
-  /// Waits until the client sends something (or closes), holding no buffer.
-  detail::StatusAwaiter readable() noexcept { return stream_.readable(); }
-  /// Borrows the buffers again; false if no memory could be had (the connection then closes).
-  bool take_buffers() noexcept;
-  /// After readable(), with the buffers taken back: reads what is there without waiting.
-  /// `nothing` when the readiness was stale (the buffers must go back before the next wait).
+  /// At the wake that starts a turn (the parked wait's `woke` result): takes the buffers and
+  /// reads what is there without waiting. `nothing` when the readiness was stale (the turn
+  /// parks again, holding nothing); `ended` on an error, the client's end, or no memory.
   enum class ReadNow { got, nothing, ended };
-  ReadNow read_now() noexcept;
-  bool has_buffers() const noexcept { return block_ != nullptr; }
+  ReadNow wake(std::int64_t woke) noexcept;
   /// Shuts down the connection's read side: its next read sees end of stream.
   void shut_down_reads() noexcept { (void)io::shutdown(watch_.fd, io::ShutdownHow::read); }
   /// The size of the block a connection borrows under `limits`.
@@ -107,7 +124,7 @@ class Server::Connection {
   /// Publishes the deadline the sweeper enforces while read() waits and, with nothing of a
   /// request received, marks the connection idle: one the server may close for a new one.
   void deadline() noexcept;
-  /// After read(): no longer idle (unless the read failed: the destructor then delists it).
+  /// After a read that got bytes: no longer idle.
   void busy() noexcept;
   /// Awaiting it reads into the input buffer (or the body buffer, while a body goes there);
   /// false on end of stream or any error.
@@ -140,9 +157,12 @@ class Server::Connection {
   void answer();
   void put_head() noexcept;
 
+  bool take_buffers() noexcept;
+  void give_back_buffers() noexcept;
+
   Server& server_;
   TcpStream& stream_;
-  Watch watch_;
+  Watch& watch_;
   const std::size_t in_capacity_;
   const std::size_t field_count_;  // the parser's field storage, at the start of block_
   // The batch state, the parser's fields, input, output and scratch, in one block from the
@@ -177,7 +197,7 @@ class Server::Connection {
   RequestParser::Status status_ = RequestParser::Status::incomplete;
   bool closing_ = false;  // answer what is queued, then close
   bool failed_ = false;   // an error reply: linger before closing
-  bool idle_ = false;     // deadline() marked it idle
+  bool idle_ = true;      // deadline() (or the park before this turn) marked it idle
 
   // The reply respond() is placing, kept across the writes it asks for: its head still to go
   // in, or its body handed to write() (spill_), or none.

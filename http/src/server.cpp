@@ -1,7 +1,8 @@
-// Server: the accept loop, the sweeper, the graceful drain, and serve(), which runs one
-// connection's steps (connection.hpp). Invariant: every Watch on the list belongs to a
-// connection whose coroutine is still running, so the sweeper and shutdown() may touch it
-// under connections_mutex_.
+// Server: the accept loop, the sweeper, the graceful drain, and a connection's life: parked
+// while idle (park(), on_readable()), a task while it has work (serve(), turn(); the steps
+// are connection.hpp's), then end(). Invariant: every Watch on the list belongs to an Accepted
+// that end() has not freed, so the sweeper and shutdown() may touch it under
+// connections_mutex_.
 #include "arbor/http/server.hpp"
 
 #include <algorithm>
@@ -193,16 +194,30 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
       continue;
     }
     (void)stream->set_no_delay(true);
+    Accepted* a = nullptr;
+    try {
+      a = new Accepted(*this, std::move(*stream));
+    } catch (const std::bad_alloc&) {
+      rejected_.fetch_add(1, std::memory_order_relaxed);
+      continue;  // the stream, still ours, closes at the end of this turn of the loop
+    }
     active_.fetch_add(1, std::memory_order_relaxed);
     total_.fetch_add(1, std::memory_order_relaxed);
-    runtime_.spawn(serve(std::move(*stream))).detach();
+    // It starts as a connection between requests does: idle, due idle_timeout from now.
+    const std::int64_t now = io::now_ns();
+    a->watch.fd = a->stream.native_handle();
+    a->watch.deadline.store(now + options_.idle_timeout.count() * 1'000'000,
+                            std::memory_order_relaxed);
+    a->watch.idle_since.store(now, std::memory_order_relaxed);
+    enlist(a->watch);
+    park(*a);
   }
   // Draining: the connections finish what they received, for up to `drain`; then the rest are
   // ended (a client that stops reading would otherwise hold its write for ever). Either way we
   // wait for every one: a connection's coroutine uses the server to its last step (its buffers
   // go back to the pool, it leaves the list), so returning first let the caller destroy the
   // server under it (HttpServerApi.RunReturnsOnlyOnceEveryConnectionHasEnded). Acquire pairs
-  // with ~Connection's release: its last use of the server comes before our return.
+  // with end()'s release: a connection's last use of the server comes before our return.
   // Held at the end of time when the sum would pass it: milliseconds::max() (no deadline)
   // overflowed to a deadline already past, and every connection was ended at once
   // (HttpServerApi.ADrainTooLongToAddToTheClockEndsNoConnectionEarly).
@@ -268,34 +283,82 @@ Task<void> Server::sweep() {
   }
 }
 
-Task<void> Server::serve(TcpStream stream) {
-  Connection c(*this, stream);  // listed with the sweeper until it goes out of scope
+void Server::park(Accepted& a) noexcept {
+  a.wait.complete = &on_readable;
+  a.wait.context = &a;
+  if (!a.stream.start_readable(a.wait)) return;  // pending: `a` is on_readable's from here on
+  on_readable(a.wait, a.wait.result);            // finished at once: a wake all the same
+}
+
+// The wait's completion, on a worker: the connection's next turn runs as a task of its own.
+void Server::on_readable(io::Operation& op, std::int64_t result) noexcept {
+  auto& a = *static_cast<Accepted*>(op.context);
+  a.woke = result;
+  Server& server = a.server;
+  try {
+    server.runtime_.spawn(server.serve(a)).detach();
+  } catch (const std::bad_alloc&) {
+    server.end(a);  // no memory for the turn's frames: the connection closes
+  }
+}
+
+// A wake: one turn, then park again (idle) or end. turn()'s frame, with the request state, is
+// gone before the park: once parked, `a` may be woken, served and ended on another worker at
+// once, and this frame must not touch it or the server (which end() may let go) after that.
+Task<void> Server::serve(Accepted& a) {
+  // A local, not `if (co_await ...)`: GCC 12 miscompiles that shape (docs/guide.md, case 4).
+  bool idle = false;
+  try {
+    idle = co_await turn(a);
+  } catch (...) {
+    // No memory for a frame of the turn (turn()'s own, or a write's): the connection closes.
+    // Letting it leave this task would leave `a` neither parked nor ended: its socket open,
+    // its watch listed, active_ never back to 0, and run() waiting for it for ever
+    // (HttpServerAllocation.NoMemoryForAWakesTurnClosesTheConnection).
+    idle = false;
+  }
+  if (idle)
+    park(a);
+  else
+    end(a);
+}
+
+Task<bool> Server::turn(Accepted& a) {
+  Connection c(*this, a);
+  switch (c.wake(a.woke)) {
+    case Connection::ReadNow::got:
+      break;
+    case Connection::ReadNow::nothing:
+      co_return true;  // stale readiness: park again, with the same deadline
+    case Connection::ReadNow::ended:
+      co_return false;
+  }
   for (;;) {
     while (c.parse())
       while (!c.respond())  // no room for the reply: an early write, then it goes on
-        if (!co_await c.write()) co_return;
-    if (c.has_output() && !co_await c.write()) co_return;  // the responses to one read, at once
+        if (!co_await c.write()) co_return false;
+    if (c.has_output() && !co_await c.write()) co_return false;  // one read's responses at once
     if (c.closing()) break;
     c.deadline();
-    if (c.idle()) {  // wait for the next request without holding buffers
+    if (c.idle()) {
       // Draining: what had arrived when shutdown() ran is answered by now (it left this
-      // connection readable for it, or shut its reads down), so the wait below is to see the
+      // connection readable for it, or shut its reads down), so the park below is to see the
       // end of stream, not another request.
       if (draining_.load(std::memory_order_relaxed)) c.shut_down_reads();
-      c.give_back_buffers();
-      for (;;) {
-        if (!co_await c.readable() || !c.take_buffers()) co_return;
-        const auto got = c.read_now();
-        if (got == Connection::ReadNow::got) break;
-        if (got == Connection::ReadNow::ended) co_return;
-        c.give_back_buffers();  // stale readiness: nothing came, wait again holding nothing
-      }
-    } else if (!co_await c.read()) {
-      co_return;  // peer closed, reset, timed out, drained or evicted
+      co_return true;  // park, holding nothing (c gives its buffers back)
     }
+    if (!co_await c.read()) co_return false;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }
   if (c.must_linger()) co_await c.linger();
+  co_return false;
+}
+
+void Server::end(Accepted& a) noexcept {
+  delist(a.watch);
+  delete &a;  // closes the socket
+  // Release pairs with run()'s acquire: this connection's last use of the server comes first.
+  active_.fetch_sub(1, std::memory_order_release);
 }
 
 }  // namespace arbor::http

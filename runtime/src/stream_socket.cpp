@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 
 #include "arbor/io/socket.hpp"
 #include "arbor/runtime/error.hpp"
@@ -20,6 +21,22 @@ Result<std::size_t> StreamSocket::try_read_some(std::span<std::byte> buffer) noe
   const std::int64_t r = socket_.engine()->receive_now(op);
   if (r < 0) return errno_code(static_cast<int>(-r));
   return static_cast<std::size_t>(r);
+}
+
+bool StreamSocket::start_readable(io::Operation& op) noexcept {
+  op.target(socket_.ref());
+  op.kind = io::OpKind::readable;
+  op.data = nullptr;
+  op.size = 0;
+  op.address = nullptr;
+  op.result = 0;
+  // A reused Operation: a cancel that reached its last wait must not cancel this one.
+  op.cancel_requested.store(false, std::memory_order_relaxed);
+  if (op.descriptor == nullptr) {
+    op.result = -EBADF;
+    return true;
+  }
+  return socket_.engine()->start(op);
 }
 
 Task<Result<void>> StreamSocket::read_exact(std::span<std::byte> buffer) {

@@ -148,8 +148,15 @@ class Server {
  private:
   class Connection;
   struct Watch;
+  struct Accepted;
   Server(Runtime& runtime, ServerOptions options, Handler handler, TcpListener listener);
-  Task<void> serve(TcpStream stream);
+  // A connection's life: parked (no task) while idle; each wake runs serve(), whose turn()
+  // holds the request state until the connection is idle again (parked anew) or done (ended).
+  void park(Accepted& a) noexcept;
+  static void on_readable(io::Operation& op, std::int64_t result) noexcept;
+  Task<void> serve(Accepted& a);
+  Task<bool> turn(Accepted& a);
+  void end(Accepted& a) noexcept;
   Task<void> sweep();
   void give_memory_back(std::uint64_t& peak) noexcept;
   void enlist(Watch& w) noexcept;

@@ -33,6 +33,14 @@ class StreamSocket : public BasicSocket {
   detail::StatusAwaiter readable() noexcept {
     return detail::StatusAwaiter(socket_.engine(), socket_.ref(), io::OpKind::readable);
   }
+  /// readable() for code that waits outside any task (http::Server parks idle connections so,
+  /// with no coroutine frame): sets `op` up as a readable wait on this stream, keeping the
+  /// caller's `complete` and `context`, and starts it as io::Engine::start() does. True: it
+  /// finished at once (the result, 0 or -errno, is in op.result; `complete` is not called).
+  /// False: `complete` runs exactly once, on a worker, when it finishes, perhaps before this
+  /// returns, and Runtime::request_stop() finishes it with -ECANCELED. The caller keeps `op`
+  /// in place and alive until then and starts no other read on the stream meanwhile.
+  bool start_readable(io::Operation& op) noexcept;
   /// Reads what is available now, without waiting: bytes read (0: the peer closed its side,
   /// or `buffer` is empty), or resource_unavailable_try_again if nothing is there yet. The
   /// partner of readable(), whose readiness may be stale: a server that waits with readable()
