@@ -134,7 +134,7 @@ std::string UringEngine::operations() const {
   if (!options().multishot) return "single-shot operations (ARBOR_MULTISHOT=0)";
   if (!multishot_receive_.load(std::memory_order_relaxed))
     return "single-shot operations (no buffer rings: see the warning above)";
-  return "multishot accept and receive (" + std::to_string(kBufferCount) + " x " +
+  return "multishot accept and receive (up to " + std::to_string(kBufferCount) + " x " +
          std::to_string(kBufferSize / 1024) + " KiB buffers per ring)";
 }
 

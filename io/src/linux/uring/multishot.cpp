@@ -238,6 +238,7 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
     } else {
       if (flags & IORING_CQE_F_BUFFER) {
         const auto id = static_cast<std::uint16_t>(flags >> IORING_CQE_BUFFER_SHIFT);
+        r.buffers.taken();
         if (res > 0 && !d.closed)
           append_chunk(r, d, id, static_cast<std::uint32_t>(res));
         else
@@ -252,7 +253,8 @@ bool UringEngine::on_multishot(Ring& r, UringDescriptor& d, int res, unsigned fl
         unsupported(multishot_receive_, "receive");
         single_shot = true;
       } else if (res == -ENOBUFS) {
-        single_shot = true;  // the ring is empty until readers give buffers back
+        single_shot = true;   // the ring is empty until readers give buffers back
+        r.buffers.starved();  // or until the next publish() adds more
       } else if (res < 0 && res != -ECANCELED) {
         d.has_end = true;
         d.end_result = res;

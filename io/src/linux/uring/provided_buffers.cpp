@@ -2,6 +2,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cerrno>
 
 namespace arbor::io {
@@ -37,7 +38,8 @@ std::error_code ProvidedBuffers::init(io_uring& ring, unsigned count, unsigned s
   ring_ = br;
   count_ = count;
   size_ = size;
-  for (unsigned id = 0; id < count; ++id)
+  circulating_ = std::min(count, kInitial);
+  for (unsigned id = 0; id < circulating_; ++id)
     recycle(static_cast<std::uint16_t>(id));
   publish();
   return {};
@@ -56,6 +58,7 @@ void ProvidedBuffers::recycle(std::uint16_t id) noexcept {
   io_uring_buf_ring_add(ring_, data(id), size_, id, io_uring_buf_ring_mask(count_),
                         static_cast<int>(staged_));
   ++staged_;
+  ++in_ring_;
 }
 
 void ProvidedBuffers::publish() noexcept {
@@ -64,6 +67,16 @@ void ProvidedBuffers::publish() noexcept {
   for (std::uint16_t id = head == 0 ? kNone : static_cast<std::uint16_t>(head - 1); id != kNone;
        id = chunks_[id].returned_next)
     recycle(id);
+  // Low (a quarter or less of what circulates is in the ring) or found empty: double what
+  // circulates, from buffers never yet used. The ring holds `count_` entries, so it has room
+  // for every buffer at once.
+  if (circulating_ < count_ && (starved_ || in_ring_ <= circulating_ / 4)) {
+    const unsigned more = std::min(circulating_, count_ - circulating_);
+    for (unsigned id = circulating_; id < circulating_ + more; ++id)
+      recycle(static_cast<std::uint16_t>(id));
+    circulating_ += more;
+  }
+  starved_ = false;
   if (staged_ == 0) return;
   io_uring_buf_ring_advance(ring_, static_cast<int>(staged_));  // a release store of the tail
   staged_ = 0;

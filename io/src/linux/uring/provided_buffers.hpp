@@ -13,6 +13,15 @@
 // Per-buffer chunk state (`next`, `length`, `offset`) belongs to whichever socket holds the
 // buffer and is guarded by that socket's lock; the hand-offs above (CQE → poller → lock →
 // release-push → acquire-exchange) order every access.
+//
+// Only as many buffers circulate as the load needs. The kernel takes buffers from the ring in
+// order, so with every buffer in it each one is written in turn and all of its memory stays
+// resident (4 MiB a ring at 1024 x 4 KiB, however few connections ever had data at once). So
+// the ring starts with kInitial buffers, and the poller, which counts what is left in the ring
+// (each buffer CQE takes one, each recycle puts one back), adds as many again from the untouched
+// rest when a quarter or less is left or a receive found the ring empty (-ENOBUFS, whose reader
+// falls back to a single-shot receive meanwhile). It never shrinks: a buffer once touched is
+// resident anyway, and the count is bounded by `count`.
 #pragma once
 
 #include <liburing.h>
@@ -49,8 +58,18 @@ class ProvidedBuffers {
   void give_back(std::uint16_t id) noexcept;
   /// Poller thread: put a buffer back into the ring (visible to the kernel after publish()).
   void recycle(std::uint16_t id) noexcept;
-  /// Poller thread: recycle everything given back, then publish the ring's new tail.
+  /// Poller thread: a CQE took a buffer out of the ring (IORING_CQE_F_BUFFER).
+  void taken() noexcept { --in_ring_; }
+  /// Poller thread: a receive found the ring empty (-ENOBUFS).
+  void starved() noexcept { starved_ = true; }
+  /// Poller thread: recycle everything given back, add buffers if the ring runs low (see the
+  /// file comment), then publish the ring's new tail.
   void publish() noexcept;
+
+  /// The buffers the ring starts with.
+  static constexpr unsigned kInitial = 64;
+  /// Buffers put into circulation so far (kInitial up to `count`). Poller thread.
+  unsigned circulating() const noexcept { return circulating_; }
 
   // Chunk state of a buffer held by a socket (guarded by that socket's lock).
   std::uint16_t& next(std::uint16_t id) noexcept { return chunks_[id].next; }
@@ -76,6 +95,12 @@ class ProvidedBuffers {
   unsigned count_ = 0;
   unsigned size_ = 0;
   unsigned staged_ = 0;  // added to the ring since the last publish
+  // Poller thread only: ids [0, circulating_) have been put into the ring; in_ring_ of them
+  // are in it now (staged ones included); starved_: a receive found it empty since the last
+  // publish.
+  unsigned circulating_ = 0;
+  unsigned in_ring_ = 0;
+  bool starved_ = false;
   // Given-back ids, newest first, as id + 1 (0 = empty).
   std::atomic<std::uint32_t> returned_{0};
 };
