@@ -39,8 +39,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
+pid_t g_running = -1;  // the server being measured: die() stops it rather than orphan it
+
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "idle_connections: %s\n", what.c_str());
+  if (g_running > 0) {
+    ::kill(g_running, SIGTERM);
+    ::waitpid(g_running, nullptr, 0);
+  }
   std::exit(1);
 }
 
@@ -215,7 +221,8 @@ Figures measure(const Server& s, const char* source, int connections) {
   fds.reserve(static_cast<std::size_t>(connections));
   for (int i = 0; i < connections; ++i) {
     const int fd = connect_from(source, s.port);
-    if (fd < 0) die("connection " + std::to_string(i) + " failed: " + std::strerror(errno));
+    if (fd < 0)  // EADDRINUSE: the source's ports are still in TIME_WAIT from a run < 60 s ago
+      die("connection " + std::to_string(i) + " failed: " + std::strerror(errno));
     if (!request(fd)) die("request on connection " + std::to_string(i) + " failed");
     fds.push_back(fd);
   }
@@ -263,10 +270,12 @@ int main(int argc, char** argv) {
   while (names >> name) {
     const Server s =
         name == "nginx" ? start_nginx(connections) : start_arbor(binary, name, connections);
+    g_running = s.pid;
     const std::string from = "127.0.0." + std::to_string(source++);
     const Figures f = measure(s, from.c_str(), connections);
     ::kill(s.pid, SIGTERM);
     ::waitpid(s.pid, nullptr, 0);
+    g_running = -1;
     if (!s.dir.empty()) std::system(("rm -rf " + s.dir).c_str());
     std::printf("%-8s %12d %10ld %10ld %10ld %8.2f %12.2f\n", name.c_str(), connections, f.before,
                 f.with, f.after, static_cast<double>(f.with - f.before) / connections,
