@@ -11,7 +11,8 @@
 // previous one left do not run the ephemeral range out.
 //
 //   idle_connections [CONNECTIONS]        (default 10000)
-//   environment: SERVERS (default "uring epoll nginx"), HTTP_SERVER (the example server binary;
+//   environment: SERVERS (default "uring epoll nginx"; an arbor engine may name its io mode:
+//   "uring-workers", "epoll-pollers"), HTTP_SERVER (the example server binary;
 //   default: the one built beside this program)
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -141,9 +142,17 @@ Server start_arbor(const std::string& binary, const std::string& engine, int con
   if (::pipe(out) != 0) die("pipe");
   Server s;
   ::setenv("ARBOR_LOG", "warn", 1);
-  s.pid = spawn({binary, "--listen", "127.0.0.1:0", "--engine", engine, "--max-connections",
-                 std::to_string(connections + 100)},
-                out[1]);
+  // "uring-workers" is --engine uring --io-mode workers; "uring" the engine's default mode.
+  const auto dash = engine.find('-');
+  std::vector<std::string> args = {binary,
+                                   "--listen",
+                                   "127.0.0.1:0",
+                                   "--engine",
+                                   engine.substr(0, dash),
+                                   "--max-connections",
+                                   std::to_string(connections + 100)};
+  if (dash != std::string::npos) args.insert(args.end(), {"--io-mode", engine.substr(dash + 1)});
+  s.pid = spawn(args, out[1]);
   ::close(out[1]);
   std::string line;
   char c;
@@ -263,7 +272,7 @@ int main(int argc, char** argv) {
     binary = self.substr(0, self.rfind('/') + 1) + "../examples/http_server";
   }
   std::istringstream names(std::getenv("SERVERS") ? std::getenv("SERVERS") : "uring epoll nginx");
-  std::printf("%-8s %12s %10s %10s %10s %8s %12s\n", "server", "connections", "before_kb",
+  std::printf("%-14s %12s %10s %10s %10s %8s %12s\n", "server", "connections", "before_kb",
               "with_kb", "after_kb", "kb_conn", "after/before");
   std::string name;
   int source = 2;
@@ -277,7 +286,7 @@ int main(int argc, char** argv) {
     ::waitpid(s.pid, nullptr, 0);
     g_running = -1;
     if (!s.dir.empty()) std::system(("rm -rf " + s.dir).c_str());
-    std::printf("%-8s %12d %10ld %10ld %10ld %8.2f %12.2f\n", name.c_str(), connections, f.before,
+    std::printf("%-14s %12d %10ld %10ld %10ld %8.2f %12.2f\n", name.c_str(), connections, f.before,
                 f.with, f.after, static_cast<double>(f.with - f.before) / connections,
                 static_cast<double>(f.after) / static_cast<double>(f.before));
     std::fflush(stdout);
