@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <mutex>
 
+#include "posix/socket_calls.hpp"
+
 namespace arbor::io {
 namespace {
 
@@ -53,18 +55,40 @@ OptionName native(IntOption option) noexcept {
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   const int family = family_of.is_unix() ? AF_UNIX : family_of.is_v6() ? AF_INET6 : AF_INET;
+#if defined(__APPLE__)
+  const int fd = ::socket(family, type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+  if (fd < 0) return last_error();
+  if (const int e = posix::set_socket_flags(fd); e != 0) {
+    ::close(fd);
+    return std::error_code(-e, std::system_category());
+  }
+#else
   const int kind =
       (type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   const int fd = ::socket(family, kind, 0);
   if (fd < 0) return last_error();
+#endif
   return Handle{fd};
 }
 
 Result<HandlePair> socket_pair(SocketType type) noexcept {
+#if defined(__APPLE__)
+  int fds[2];
+  if (::socketpair(AF_UNIX, type == SocketType::stream ? SOCK_STREAM : SOCK_DGRAM, 0, fds) != 0)
+    return last_error();
+  for (const int fd : fds) {
+    if (const int e = posix::set_socket_flags(fd); e != 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return std::error_code(-e, std::system_category());
+    }
+  }
+#else
   const int kind =
       (type == SocketType::stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   int fds[2];
   if (::socketpair(AF_UNIX, kind, 0, fds) != 0) return last_error();
+#endif
   return HandlePair{fds[0], fds[1]};
 }
 

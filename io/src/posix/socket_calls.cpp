@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -67,7 +68,17 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
     case OpKind::accept: {
       socklen_t len = Address::capacity();
       sockaddr* addr = op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr;
+#if defined(__APPLE__)
+      r = ::accept(fd, addr, addr ? &len : nullptr);
+      if (r >= 0) {
+        if (const int e = set_socket_flags(static_cast<int>(r)); e != 0) {
+          ::close(static_cast<int>(r));
+          return e;
+        }
+      }
+#else
       r = ::accept4(fd, addr, addr ? &len : nullptr, kAcceptFlags);
+#endif
       if (r >= 0 && addr) op.address->set_native_size(len);
       break;
     }
@@ -132,6 +143,13 @@ int make_non_blocking(Handle handle) noexcept {
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -errno;
   return 0;
 }
+
+#if defined(__APPLE__)
+int set_socket_flags(int fd) noexcept {
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -errno;
+  return make_non_blocking(Handle{fd});
+}
+#endif
 
 void shut_down_for_close(Handle fd, bool call_in_flight) noexcept {
   int how = SHUT_RD;
