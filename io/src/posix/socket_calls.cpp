@@ -61,7 +61,7 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
     case OpKind::send_vectored: {
       msghdr m{};
       m.msg_iov = static_cast<iovec*>(op.data);
-      m.msg_iovlen = op.size;
+      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(op.size);  // an int on the BSDs, macOS
       r = ::sendmsg(fd, &m, kSendNow);
       break;
     }
@@ -85,6 +85,7 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
     case OpKind::connect:
       return -EINVAL;  // connect_step()
     case OpKind::receive_from: {
+#if defined(__linux__)
       // MSG_TRUNC: the datagram's whole length comes back, so one longer than the buffer is
       // seen (the kernel has discarded its tail; truncated_datagram() makes that the error).
       socklen_t len = Address::capacity();
@@ -93,6 +94,19 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
                      op.address ? &len : nullptr);
       if (r >= 0 && op.address) op.address->set_native_size(len);
       if (r >= 0) return truncated_datagram(op, r);
+#else
+      // The BSDs and macOS take MSG_TRUNC only as a result (msg_flags): recvfrom() would give
+      // a longer datagram's first bytes and no sign of the rest, so recvmsg() asks.
+      iovec buffer{op.data, op.size};
+      msghdr m{};
+      m.msg_name = op.address ? op.address->native() : nullptr;
+      m.msg_namelen = op.address ? Address::capacity() : 0;
+      m.msg_iov = &buffer;
+      m.msg_iovlen = 1;
+      r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+      if (r >= 0 && op.address) op.address->set_native_size(m.msg_namelen);
+      if (r >= 0) return (m.msg_flags & MSG_TRUNC) != 0 ? -EMSGSIZE : r;
+#endif
       break;
     }
     case OpKind::send_to:
