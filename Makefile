@@ -46,7 +46,9 @@ windows-test:
 kqueue-test kqueue-tsan-test: %-test: deps
 	scripts/kqueue-test $*
 
-# macOS: a syntax-only compile of sync/ and sched/ for the Apple targets (no SDK on Debian).
+# macOS and FreeBSD: a syntax-only compile of what their builds compile of sync, sched, io (the
+# kqueue engine), log, runtime, http and tls, for x86_64 and arm64 macOS and x86_64 FreeBSD 14,
+# against stand-in headers (no SDK or sysroot on Debian; tests/stand-in, docs/platforms.md).
 darwin-check:
 	@scripts/install-deps.sh darwin
 	scripts/darwin-check

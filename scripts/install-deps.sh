@@ -5,7 +5,8 @@
 #
 # Arguments add optional groups that only some targets need:
 #   windows  mingw-w64 cross compiler, wine64, googletest sources (make windows-test)
-#   darwin   libc++ and musl headers, stand-ins for the macOS SDK (make darwin-check)
+#   darwin   libc++ and musl headers, stand-ins for the macOS SDK and FreeBSD's headers
+#            (make darwin-check; it also reads the spdlog and OpenSSL headers installed above)
 set -euo pipefail
 
 packages=(

@@ -416,7 +416,10 @@ void Server::Connection::deadline() noexcept {
     // A body: due body_timeout after its head, with no gap over idle_timeout between reads
     // (nginx's client_body_timeout); set once per body, at its first wait.
     if (body_started_ == 0) body_started_ = now;
-    deadline = std::min(idle, body_started_ + server_.options_.body_timeout.count() * 1'000'000);
+    // Named: libc++'s milliseconds count in long long, and int64_t is long on FreeBSD (and
+    // Linux), so the two sides' types differ there.
+    deadline = std::min<std::int64_t>(
+        idle, body_started_ + server_.options_.body_timeout.count() * 1'000'000);
   } else if (discard_ == 0 && begin_ < end_) {
     // Part of a head: due header_timeout after its start.
     if (request_started_ == 0) request_started_ = now;

@@ -41,11 +41,23 @@ void format_http_date(long long unix_seconds, char* out) noexcept {
   std::memcpy(out + 25, " GMT", 4);
 }
 
+namespace {
+// The wall clock at tick resolution, which is all a one-second date needs: Linux's coarse clock
+// (vDSO, a few ns), FreeBSD's fast one (older releases lack the Linux name), macOS's own.
+#if defined(CLOCK_REALTIME_COARSE)
+constexpr clockid_t kDateClock = CLOCK_REALTIME_COARSE;
+#elif defined(CLOCK_REALTIME_FAST)
+constexpr clockid_t kDateClock = CLOCK_REALTIME_FAST;
+#else
+constexpr clockid_t kDateClock = CLOCK_REALTIME;
+#endif
+}  // namespace
+
 std::string_view http_date() noexcept {
   thread_local long long second = -1;
   thread_local char text[kDateSize];
   timespec now{};
-  clock_gettime(CLOCK_REALTIME_COARSE, &now);  // vDSO, a few ns
+  clock_gettime(kDateClock, &now);
   if (now.tv_sec != second) {
     second = now.tv_sec;
     format_http_date(second, text);

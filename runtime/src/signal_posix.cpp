@@ -33,6 +33,7 @@
 #include <utility>
 #include <vector>
 
+#include "arbor/io/socket.hpp"
 #include "arbor/runtime/attached_socket.hpp"
 #include "arbor/runtime/io_awaiter.hpp"
 #include "arbor/runtime/runtime.hpp"
@@ -156,8 +157,16 @@ Result<SignalListener> SignalListener::listen(Runtime& runtime, std::span<const 
     if (forbidden(signum)) return std::make_error_code(std::errc::invalid_argument);
 
   int pair[2];
+#if defined(__APPLE__)
+  // macOS has no SOCK_CLOEXEC or SOCK_NONBLOCK: io::socket_pair sets both after the call.
+  auto made = io::socket_pair(io::SocketType::stream);
+  if (!made) return made.error();
+  pair[0] = static_cast<int>(made->first);
+  pair[1] = static_cast<int>(made->second);
+#else
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0, pair) != 0)
     return errno_code(errno);
+#endif
   auto state = std::make_unique<detail::SignalState>();
   state->write_fd = pair[1];
   auto descriptor = runtime.engine().attach(pair[0]);  // owns pair[0] from here, even on error

@@ -11,6 +11,8 @@
 #include <cerrno>
 #include <mutex>
 
+#include "posix/socket_calls.hpp"
+
 namespace arbor::io {
 namespace {
 
@@ -44,6 +46,23 @@ OptionName native(BoolOption option) noexcept {
   }
   return {SOL_SOCKET, SO_REUSEADDR};
 }
+// The idle time before keep-alive's first probe: TCP_KEEPIDLE, which macOS calls TCP_KEEPALIVE.
+#if defined(__APPLE__)
+constexpr int kKeepIdle = TCP_KEEPALIVE;
+#else
+constexpr int kKeepIdle = TCP_KEEPIDLE;
+#endif
+
+// A linger time in seconds. macOS's SO_LINGER takes clock ticks (its kernel keeps the time as
+// a short count of 10 ms ticks) and SO_LINGER_SEC seconds, so 327 s is as long as it holds.
+#if defined(__APPLE__)
+constexpr int kLingerSeconds = SO_LINGER_SEC;
+constexpr std::int64_t kMaxLingerSeconds = 327;
+#else
+constexpr int kLingerSeconds = SO_LINGER;
+constexpr std::int64_t kMaxLingerSeconds = 65535;
+#endif
+
 OptionName native(IntOption option) noexcept {
   return option == IntOption::receive_buffer ? OptionName{SOL_SOCKET, SO_RCVBUF}
                                              : OptionName{SOL_SOCKET, SO_SNDBUF};
@@ -53,18 +72,40 @@ OptionName native(IntOption option) noexcept {
 
 Result<Handle> open_socket(const Address& family_of, SocketType type) noexcept {
   const int family = family_of.is_unix() ? AF_UNIX : family_of.is_v6() ? AF_INET6 : AF_INET;
+#if defined(__APPLE__)
+  const int fd = ::socket(family, type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM, 0);
+  if (fd < 0) return last_error();
+  if (const int e = posix::set_socket_flags(fd); e != 0) {
+    ::close(fd);
+    return std::error_code(-e, std::system_category());
+  }
+#else
   const int kind =
       (type == SocketType::tcp ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   const int fd = ::socket(family, kind, 0);
   if (fd < 0) return last_error();
+#endif
   return Handle{fd};
 }
 
 Result<HandlePair> socket_pair(SocketType type) noexcept {
+#if defined(__APPLE__)
+  int fds[2];
+  if (::socketpair(AF_UNIX, type == SocketType::stream ? SOCK_STREAM : SOCK_DGRAM, 0, fds) != 0)
+    return last_error();
+  for (const int fd : fds) {
+    if (const int e = posix::set_socket_flags(fd); e != 0) {
+      ::close(fds[0]);
+      ::close(fds[1]);
+      return std::error_code(-e, std::system_category());
+    }
+  }
+#else
   const int kind =
       (type == SocketType::stream ? SOCK_STREAM : SOCK_DGRAM) | SOCK_NONBLOCK | SOCK_CLOEXEC;
   int fds[2];
   if (::socketpair(AF_UNIX, kind, 0, fds) != 0) return last_error();
+#endif
   return HandlePair{fds[0], fds[1]};
 }
 
@@ -193,17 +234,18 @@ std::error_code set_multicast_interface_v4(Handle handle, const Address& local_i
 }
 
 std::error_code set_linger(Handle handle, std::optional<std::chrono::seconds> timeout) noexcept {
-  if (timeout && (timeout->count() < 0 || timeout->count() > 65535))
+  if (timeout && (timeout->count() < 0 || timeout->count() > kMaxLingerSeconds))
     return std::make_error_code(std::errc::invalid_argument);
   const linger l{timeout ? 1 : 0, timeout ? static_cast<int>(timeout->count()) : 0};
-  if (::setsockopt(fd_of(handle), SOL_SOCKET, SO_LINGER, &l, sizeof l) != 0) return last_error();
+  if (::setsockopt(fd_of(handle), SOL_SOCKET, kLingerSeconds, &l, sizeof l) != 0)
+    return last_error();
   return {};
 }
 
 Result<std::optional<std::chrono::seconds>> get_linger(Handle handle) noexcept {
   linger l{};
   socklen_t len = sizeof l;
-  if (::getsockopt(fd_of(handle), SOL_SOCKET, SO_LINGER, &l, &len) != 0) return last_error();
+  if (::getsockopt(fd_of(handle), SOL_SOCKET, kLingerSeconds, &l, &len) != 0) return last_error();
   if (l.l_onoff == 0) return std::optional<std::chrono::seconds>{};
   return std::optional<std::chrono::seconds>{std::chrono::seconds(l.l_linger)};
 }
@@ -218,7 +260,7 @@ std::error_code set_keep_alive(Handle handle, const KeepAlive& timing) noexcept 
   const int interval = static_cast<int>(timing.interval.count());
   const int on = 1;
   // The timing first: a failure leaves keep-alive as it was.
-  if (::setsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle) != 0 ||
+  if (::setsockopt(fd, IPPROTO_TCP, kKeepIdle, &idle, sizeof idle) != 0 ||
       ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, sizeof interval) != 0 ||
       ::setsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &timing.count, sizeof timing.count) != 0 ||
       ::setsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, sizeof on) != 0)
@@ -230,7 +272,7 @@ Result<KeepAlive> get_keep_alive(Handle handle) noexcept {
   const int fd = fd_of(handle);
   int idle = 0, interval = 0, count = 0;
   socklen_t a = sizeof idle, b = sizeof interval, c = sizeof count;
-  if (::getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, &a) != 0 ||
+  if (::getsockopt(fd, IPPROTO_TCP, kKeepIdle, &idle, &a) != 0 ||
       ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPINTVL, &interval, &b) != 0 ||
       ::getsockopt(fd, IPPROTO_TCP, TCP_KEEPCNT, &count, &c) != 0)
     return last_error();

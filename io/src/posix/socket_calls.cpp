@@ -6,6 +6,7 @@
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <cerrno>
 
@@ -60,20 +61,31 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
     case OpKind::send_vectored: {
       msghdr m{};
       m.msg_iov = static_cast<iovec*>(op.data);
-      m.msg_iovlen = op.size;
+      m.msg_iovlen = static_cast<decltype(m.msg_iovlen)>(op.size);  // an int on the BSDs, macOS
       r = ::sendmsg(fd, &m, kSendNow);
       break;
     }
     case OpKind::accept: {
       socklen_t len = Address::capacity();
       sockaddr* addr = op.address ? static_cast<sockaddr*>(op.address->native()) : nullptr;
+#if defined(__APPLE__)
+      r = ::accept(fd, addr, addr ? &len : nullptr);
+      if (r >= 0) {
+        if (const int e = set_socket_flags(static_cast<int>(r)); e != 0) {
+          ::close(static_cast<int>(r));
+          return e;
+        }
+      }
+#else
       r = ::accept4(fd, addr, addr ? &len : nullptr, kAcceptFlags);
+#endif
       if (r >= 0 && addr) op.address->set_native_size(len);
       break;
     }
     case OpKind::connect:
       return -EINVAL;  // connect_step()
     case OpKind::receive_from: {
+#if defined(__linux__)
       // MSG_TRUNC: the datagram's whole length comes back, so one longer than the buffer is
       // seen (the kernel has discarded its tail; truncated_datagram() makes that the error).
       socklen_t len = Address::capacity();
@@ -82,6 +94,19 @@ std::int64_t perform(Operation& op, Handle handle) noexcept {
                      op.address ? &len : nullptr);
       if (r >= 0 && op.address) op.address->set_native_size(len);
       if (r >= 0) return truncated_datagram(op, r);
+#else
+      // The BSDs and macOS take MSG_TRUNC only as a result (msg_flags): recvfrom() would give
+      // a longer datagram's first bytes and no sign of the rest, so recvmsg() asks.
+      iovec buffer{op.data, op.size};
+      msghdr m{};
+      m.msg_name = op.address ? op.address->native() : nullptr;
+      m.msg_namelen = op.address ? Address::capacity() : 0;
+      m.msg_iov = &buffer;
+      m.msg_iovlen = 1;
+      r = ::recvmsg(fd, &m, MSG_DONTWAIT);
+      if (r >= 0 && op.address) op.address->set_native_size(m.msg_namelen);
+      if (r >= 0) return (m.msg_flags & MSG_TRUNC) != 0 ? -EMSGSIZE : r;
+#endif
       break;
     }
     case OpKind::send_to:
@@ -132,6 +157,13 @@ int make_non_blocking(Handle handle) noexcept {
   if (flags < 0 || ::fcntl(fd, F_SETFL, flags | O_NONBLOCK) < 0) return -errno;
   return 0;
 }
+
+#if defined(__APPLE__)
+int set_socket_flags(int fd) noexcept {
+  if (::fcntl(fd, F_SETFD, FD_CLOEXEC) < 0) return -errno;
+  return make_non_blocking(Handle{fd});
+}
+#endif
 
 void shut_down_for_close(Handle fd, bool call_in_flight) noexcept {
   int how = SHUT_RD;

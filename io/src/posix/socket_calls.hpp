@@ -15,9 +15,18 @@
 namespace arbor::io::posix {
 
 /// Flags for every send: a closed peer is an EPIPE error, not a process-killing SIGPIPE.
+/// (macOS has MSG_NOSIGNAL from macOS 11 on, the oldest arbor builds for.)
 inline constexpr int kSendFlags = MSG_NOSIGNAL;
+#if defined(__APPLE__)
+/// macOS has no SOCK_NONBLOCK, SOCK_CLOEXEC or accept4(): a socket it opens or accepts is made
+/// non-blocking and closed on exec here, after the call that made it. Not atomic: another
+/// thread's fork() and exec() in between would inherit the descriptor (as in any macOS program
+/// that opens sockets while another thread execs). 0 or -errno; the caller closes `fd` then.
+int set_socket_flags(int fd) noexcept;
+#else
 /// Flags for every accepted socket: non-blocking, closed on exec.
 inline constexpr int kAcceptFlags = SOCK_NONBLOCK | SOCK_CLOEXEC;
+#endif
 
 /// Flags for every datagram receive (receive_from): the result is the datagram's whole length,
 /// even when the buffer took only part of it.
