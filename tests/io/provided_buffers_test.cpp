@@ -169,4 +169,28 @@ TEST_F(ProvidedBuffersTest, AnEmptyRingGrowsUpToEveryBufferAndNoFurther) {
   EXPECT_EQ(buffers_.circulating(), kCount);
 }
 
+// Review: a ring with fewer buffers than kInitial puts all of them in at once and never grows
+// (not past `count`, nor by wrapping an id), found empty or not.
+TEST_F(ProvidedBuffersTest, ARingSmallerThanTheInitialCountCirculatesAllAndNoMore) {
+  ProvidedBuffers few;  // outlives the ring, which unregisters it on exit
+  struct Ring {
+    io_uring ring{};
+    bool made = io_uring_queue_init(8, &ring, 0) == 0;
+    ~Ring() {
+      if (made) io_uring_queue_exit(&ring);
+    }
+  } small;
+  ASSERT_TRUE(small.made);
+  // Another buffer group id would be needed for two rings in one io_uring; this is another.
+  ASSERT_FALSE(few.init(small.ring, 16, kSize));
+  EXPECT_EQ(few.circulating(), 16u);
+  few.starved();
+  few.publish();
+  EXPECT_EQ(few.circulating(), 16u);
+  for (int i = 0; i < 16; ++i)
+    few.taken();  // as if the kernel had taken every one
+  few.publish();
+  EXPECT_EQ(few.circulating(), 16u);
+}
+
 }  // namespace
