@@ -70,7 +70,10 @@ void ProvidedBuffers::publish() noexcept {
   // Low (a quarter or less of what circulates is in the ring) or found empty: double what
   // circulates, from buffers never yet used. The ring holds `count_` entries, so it has room
   // for every buffer at once.
-  if (circulating_ < count_ && (starved_ || in_ring_ <= circulating_ / 4)) {
+  // A starved ring that the given-back buffers just refilled to half needs nothing more: in
+  // rings mode buffers read on other workers come back only at this poller's next wait.
+  const bool low = in_ring_ <= circulating_ / 4 || (starved_ && in_ring_ <= circulating_ / 2);
+  if (circulating_ < count_ && low) {
     const unsigned more = std::min(circulating_, count_ - circulating_);
     for (unsigned id = circulating_; id < circulating_ + more; ++id)
       recycle(static_cast<std::uint16_t>(id));
