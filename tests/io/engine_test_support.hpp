@@ -196,6 +196,12 @@ struct Timed : Timer {
   std::atomic<std::int64_t> result{1};
   std::atomic<std::int64_t> at{0};
   sched::test::Countdown* done = nullptr;
+  /// Due at `deadline`; counts `fired_done` down when it fires.
+  void set(sched::test::Countdown& fired_done, std::int64_t deadline) noexcept {
+    done = &fired_done;
+    handler = &on_event;
+    deadline_ns = deadline;
+  }
   static void on_event(const sched::Event& e, sched::Disposition) noexcept {
     auto* self = static_cast<Timed*>(static_cast<Timer*>(e.target));
     self->at = now_ns();

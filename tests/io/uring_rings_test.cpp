@@ -426,9 +426,7 @@ TEST_F(UringRings, ATimerFiresWhileOneOwnerWaitsAndTheOtherIsBusy) {
                    ", busy owner " + std::to_string(busy));
       Countdown far_done(1);
       test::Timed far;
-      far.done = &far_done;
-      far.handler = &test::Timed::on_event;
-      far.deadline_ns = now_ns() + 3'600'000'000'000;
+      far.set(far_done, now_ns() + 3'600'000'000'000);
       if (other_pending) {
         ASSERT_TRUE(engine().add_timer(far));
       }
@@ -756,9 +754,7 @@ TEST_F(UringRings, ReviewOneIoWakeCostsAtMostOneHandOver) {
   start(kOwners);
   test::Timed far;
   Countdown far_done(1);
-  far.done = &far_done;
-  far.handler = &test::Timed::on_event;
-  far.deadline_ns = now_ns() + 3'600'000'000'000;
+  far.set(far_done, now_ns() + 3'600'000'000'000);
   ASSERT_TRUE(engine().add_timer(far));
   std::vector<Handle> peers(kOwners * 2);
   std::vector<DescriptorRef> sockets;
@@ -800,17 +796,13 @@ TEST_F(UringRings, ReviewEarlierTimersWhileTheHolderSleepsTowardsALaterOne) {
   start(2);
   test::Timed far;
   Countdown far_done(1);
-  far.done = &far_done;
-  far.handler = &test::Timed::on_event;
-  far.deadline_ns = now_ns() + 3'600'000'000'000;
+  far.set(far_done, now_ns() + 3'600'000'000'000);
   ASSERT_TRUE(engine().add_timer(far));
   for (int i = 0; i < 200; ++i) {
     SCOPED_TRACE(i);
     Countdown fired(1);
     test::Timed timer;
-    timer.done = &fired;
-    timer.handler = &test::Timed::on_event;
-    timer.deadline_ns = now_ns() + 2'000'000;
+    timer.set(fired, now_ns() + 2'000'000);
     ASSERT_TRUE(engine().add_timer(timer));
     if (!fired.wait(5s)) {
       engine().cancel_timer(timer);
@@ -829,9 +821,7 @@ TEST_F(UringRings, ReviewCancelTimerRacingExpiry) {
   for (int i = 0; i < 500; ++i) {
     Countdown done(1);
     test::Timed timer;
-    timer.done = &done;
-    timer.handler = &test::Timed::on_event;
-    timer.deadline_ns = now_ns() + (i % 5) * 20'000;
+    timer.set(done, now_ns() + (i % 5) * 20'000);
     ASSERT_TRUE(engine().add_timer(timer));
     if (i % 2 == 0) {
       Countdown cancelled(1);
@@ -1099,9 +1089,7 @@ TEST(UringRingsScheduled, ATimerFiresWhileTheWatcherRunsALongItemForItsOwnIo) {
     op.prepare(*d[which], fired, done);
     ASSERT_FALSE(s.engine->start(op));
     test::Timed timer;
-    timer.done = &fired;
-    timer.handler = &test::Timed::on_event;
-    timer.deadline_ns = now_ns() + 200'000'000;
+    timer.set(fired, now_ns() + 200'000'000);
     ASSERT_TRUE(s.engine->add_timer(timer));
     ASSERT_TRUE(s.all_asleep());
     std::this_thread::sleep_for(20ms);
@@ -1207,9 +1195,7 @@ TEST(UringRingsScheduled, ManyTimersAndReceivesOnMoreWorkersThanCpus) {
   });
   for (int i = 0; i < kTimers; ++i) {
     test::Timed& t = timers[static_cast<std::size_t>(i)];
-    t.done = &fired;
-    t.handler = &test::Timed::on_event;
-    t.deadline_ns = now_ns() + (i * 7919 % 50) * 1'000'000 + 1'000'000;
+    t.set(fired, now_ns() + (i * 7919 % 50) * 1'000'000 + 1'000'000);
     ASSERT_TRUE(s.engine->add_timer(t));
     if (i % 10 == 0) std::this_thread::sleep_for(1ms);
   }
@@ -1258,9 +1244,7 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
     ASSERT_TRUE(e);
     Countdown fired(1);
     test::Timed timer;
-    timer.done = &fired;
-    timer.handler = &test::Timed::on_event;
-    timer.deadline_ns = now_ns() + 1'000'000;
+    timer.set(fired, now_ns() + 1'000'000);
     ASSERT_TRUE((*e)->add_timer(timer));
     wait_or_exit(fired, "the warm-up timer");
     (*e)->stop();
@@ -1311,9 +1295,7 @@ TEST(UringRingsScheduled, RingsThatCannotOpenLeaveTimersToNobody) {
   if (!created) return;  // refused at create(): fine
   Countdown fired(1);
   test::Timed timer;
-  timer.done = &fired;
-  timer.handler = &test::Timed::on_event;
-  timer.deadline_ns = now_ns() + 20'000'000;
+  timer.set(fired, now_ns() + 20'000'000);
   ASSERT_TRUE(s->engine->add_timer(timer));
   const bool on_time = fired.wait(3s);
   if (!on_time) {
