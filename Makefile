@@ -18,7 +18,8 @@ test: release
 audit: deps
 	scripts/gcc12-coroutine-audit
 
-# Other presets: debug, tsan, asan (ASan + UBSan), fallback (mutex futex), clang.
+# Other presets: debug, tsan, asan (ASan + UBSan, built with clang at -O1), fallback (mutex
+# futex), clang (clang at -O0, no sanitizer).
 PRESETS := debug tsan asan fallback clang
 $(addsuffix -test,$(PRESETS)): %-test: deps
 	cmake --preset $* >/dev/null
@@ -72,16 +73,16 @@ soak: release
 	  --seconds $(SOAK_SECONDS) --csv build/soak/soak.csv -- $(SOAK_ARGS)
 
 # libFuzzer on the HTTP request parser, for FUZZ_SECONDS (default 60), from the seeds in
-# tests/http/fuzz_seeds. Built in the clang preset's tree (build/clang, the one clang-test
-# builds: CI runs clang-test first, so the fuzzer costs its own two files only). New inputs it
-# finds go to build/clang/fuzz-corpus.
+# tests/http/fuzz_seeds. Built in the asan preset's tree (build/asan, clang, the one asan-test
+# builds: CI runs asan-test first, so the fuzzer costs its own two files only). New inputs it
+# finds go to build/asan/fuzz-corpus.
 FUZZ_SECONDS ?= 60
 fuzz: deps
-	cmake --preset clang >/dev/null
-	cmake --build --preset clang --target request_parser_fuzz
-	mkdir -p build/clang/fuzz-corpus
-	build/clang/tests/request_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
-	  build/clang/fuzz-corpus tests/http/fuzz_seeds
+	cmake --preset asan >/dev/null
+	cmake --build --preset asan --target request_parser_fuzz
+	mkdir -p build/asan/fuzz-corpus
+	build/asan/tests/request_parser_fuzz -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+	  build/asan/fuzz-corpus tests/http/fuzz_seeds
 
 # Model-check the scheduler's park/notify handshake with spin (sched/model/park_notify.pml), the
 # ordering of the poll right's release (poll_right_release.pml), per-worker parking

@@ -22,10 +22,12 @@ struct Race {
   explicit Race(std::vector<Address> a)
       : order(std::move(a)),
         started(std::make_unique<Event[]>(order.size())),
-        failed(std::make_unique<Event[]>(order.size())) {}
+        failed(std::make_unique<Event[]>(order.size())),
+        errors(order.size()) {}
   std::vector<Address> order;
   std::unique_ptr<Event[]> started;  // attempt i has begun connecting
   std::unique_ptr<Event[]> failed;   // attempt i has failed: the next may go at once
+  std::vector<std::error_code> errors;  // attempt i's failure, if it failed (not cancelled)
 };
 
 Task<Result<TcpStream>> attempt(Runtime& runtime, Race& race, std::size_t i,
@@ -40,7 +42,10 @@ Task<Result<TcpStream>> attempt(Runtime& runtime, Race& race, std::size_t i,
   }
   race.started[i].set();
   auto stream = co_await TcpStream::connect(runtime, race.order[i]);
-  if (!stream) race.failed[i].set();
+  if (!stream) {
+    race.errors[i] = stream.error();
+    race.failed[i].set();
+  }
   co_return stream;
 }
 
@@ -49,19 +54,14 @@ Task<Result<TcpStream>> race_all(Runtime& runtime, Race& race, std::chrono::mill
     for (std::size_t i = 0; i < race.order.size(); ++i)
       group.spawn(attempt(runtime, race, i, stagger));
     std::optional<TcpStream> winner;
-    std::error_code last = std::make_error_code(std::errc::operation_canceled);
     while (auto result = co_await group.next()) {
-      if (*result) {
-        if (!winner) {
-          winner.emplace(std::move(**result));
-          group.cancel();  // the rest stop; one that connects anyway is closed as it drops
-        }
-      } else if (!winner && result->error() != std::errc::operation_canceled) {
-        last = result->error();
+      if (*result && !winner) {
+        winner.emplace(std::move(**result));
+        group.cancel();  // the rest stop; one that connects anyway is closed as it drops
       }
     }
     if (winner) co_return std::move(*winner);
-    co_return last;
+    co_return connection_failure(race.errors);
   };
   auto group = task_group<Result<TcpStream>>(std::move(body));
   co_return co_await std::move(group);
@@ -99,6 +99,24 @@ std::vector<Address> connection_attempt_order(std::vector<Address> addresses) {
     if (o < other.size()) order.push_back(other[o++]);
   }
   return order;
+}
+
+std::error_code connection_failure(const std::vector<std::error_code>& in_attempt_order) {
+  // 2: a host at the address answered; 0: this host cannot use the address at all, so the
+  // attempt says nothing of the peer; 1: the rest (timed out, no route on the way, ...).
+  const auto how_telling = [](std::error_code e) {
+    if (e == std::errc::connection_refused || e == std::errc::connection_reset) return 2;
+    if (e == std::errc::network_unreachable || e == std::errc::address_not_available ||
+        e == std::errc::address_family_not_supported)
+      return 0;
+    return 1;
+  };
+  std::error_code best;
+  for (const std::error_code& e : in_attempt_order) {
+    if (!e || e == std::errc::operation_canceled) continue;
+    if (!best || how_telling(e) > how_telling(best)) best = e;  // ties: the earlier attempt
+  }
+  return best ? best : std::make_error_code(std::errc::operation_canceled);
 }
 
 Task<Result<TcpStream>> connect_first(Runtime& runtime, std::vector<Address> addresses,

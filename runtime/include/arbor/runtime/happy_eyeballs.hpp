@@ -11,6 +11,7 @@
 #pragma once
 
 #include <chrono>
+#include <system_error>
 #include <vector>
 
 #include "arbor/address.hpp"
@@ -27,10 +28,20 @@ class Runtime;
 std::vector<Address> connection_attempt_order(std::vector<Address> addresses);
 
 /// Connects to the first of `addresses` (tried in connection_attempt_order) that accepts.
-/// Fails with the error of the last attempt to fail (connection_refused, ...), or
+/// When all fail, the error is connection_failure()'s choice among theirs, or
 /// invalid_argument for an empty list. Cancelling the caller cancels every attempt.
 Task<Result<TcpStream>> connect_first(
     Runtime& runtime, std::vector<Address> addresses,
     std::chrono::milliseconds stagger = std::chrono::milliseconds(250));
+
+/// Which error a connect that failed on every address reports, from theirs in attempt order
+/// (empty, or cancelled, entries skipped): an answer from a host at the address
+/// (connection_refused, connection_reset) over the rest (timed_out, host_unreachable, ...),
+/// and those over an error that says this host cannot use the address at all
+/// (network_unreachable, address_not_available, address_family_not_supported); among equals,
+/// the earliest attempt's. "Refused" on 127.0.0.1 tells more than anything a ::1 that is not
+/// configured gives, and the same failures always give the same error, whichever attempt
+/// ended last. Nothing left: operation_canceled.
+std::error_code connection_failure(const std::vector<std::error_code>& in_attempt_order);
 
 }  // namespace arbor
