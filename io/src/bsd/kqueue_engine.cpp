@@ -21,6 +21,7 @@
 #include <sys/types.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <vector>
 
@@ -68,12 +69,21 @@ class KqueuePoller final : public ReadinessPoller {
     EV_SET(&changes[0], static_cast<std::uintptr_t>(fd), EVFILT_READ, EV_DELETE, 0, 0, nullptr);
     EV_SET(&changes[1], static_cast<std::uintptr_t>(write_ident), EVFILT_WRITE, EV_DELETE, 0, 0,
            nullptr);
-    (void)change(changes, 2);
+    // EV_RECEIPT with room for both: each delete is tried even if the other fails (without it
+    // kevent() stops at the first error, and a write filter left on the duplicate outlives it).
+    changes[0].flags |= EV_RECEIPT;
+    changes[1].flags |= EV_RECEIPT;
+    struct kevent receipts[2];
+    const timespec zero{};  // never waits: the two receipts fill the list
+    (void)::kevent(kq_, changes, 2, receipts, 2, &zero);
     if (write_ident != static_cast<int>(fd)) close_handle(write_ident);
   }
 
   std::size_t wait(std::int64_t timeout_ns, std::span<Readiness> out) noexcept override {
-    const timespec ts = sync::to_timespec<timespec>(timeout_ns);
+    // At most a day: libkqueue turns a whole-millisecond timeout into epoll_wait()'s int
+    // milliseconds unchecked (4294968 s waits 704 ms; 2147484 s for ever). The core re-plans.
+    constexpr std::int64_t kMaxTimeoutNs = 86'400'000'000'000;
+    const timespec ts = sync::to_timespec<timespec>(std::min(timeout_ns, kMaxTimeoutNs));
     const int n = ::kevent(kq_, nullptr, 0, events_.data(), static_cast<int>(out.size()),
                            timeout_ns >= 0 ? &ts : nullptr);
     std::size_t count = 0;

@@ -50,6 +50,10 @@ class WriteIdents {
       ::close(dup);
       return -ENOMEM;
     }
+    if (dups_[static_cast<std::size_t>(fd)] != -1) {  // fd is watched already: as epoll's EEXIST
+      ::close(dup);
+      return -EEXIST;
+    }
     dups_[static_cast<std::size_t>(fd)] = dup;
     return dup;
   }

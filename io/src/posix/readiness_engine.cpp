@@ -65,6 +65,18 @@ bool hides_taken_error(OpKind kind, std::int64_t r) noexcept {
   return false;
 }
 
+// A poller's token for a descriptor: its address, tagged in the bits its alignment leaves zero
+// with the low bits of the generation it was registered under. A report harvested before a close
+// may reach the descriptor after the pool gave it to the next socket; the tag tells it apart
+// (unless the descriptor was recycled a multiple of kTagMask + 1 times meanwhile), so what the
+// report says about the old socket (the error a poller took from it) is not pinned on the new.
+constexpr std::uintptr_t kTagMask = alignof(ReadyDescriptor) - 1;
+static_assert(alignof(ReadyDescriptor) >= 8, "three tag bits, at least");
+
+void* token_of(ReadyDescriptor* d) noexcept {
+  return reinterpret_cast<void*>(reinterpret_cast<std::uintptr_t>(d) | (d->generation & kTagMask));
+}
+
 // Per operation: the readiness generation its next attempt starts under, connect's progress,
 // and a link for cancel_parked()'s chain.
 struct ReadyOp {
@@ -124,7 +136,7 @@ class ReadinessEngine final : public EngineCore {
     // Release: publishes the descriptor's reset (and the pool's allocation of it) to the
     // thread that will get its pointer back from the poller's wait; see wait().
     p.registrations.fetch_add(1, std::memory_order_release);
-    if (const int e = p.poller->add(handle, d); e != 0) {
+    if (const int e = p.poller->add(handle, token_of(d)); e != 0) {
       close_handle(handle);
       {
         std::lock_guard guard(d->lock);
@@ -273,10 +285,13 @@ class ReadinessEngine final : public EngineCore {
     }
     for (std::size_t i = 0; i < n; ++i) {
       const Readiness& report = p.reports[i];
-      auto* d = static_cast<ReadyDescriptor*>(report.token);
+      const auto bits = reinterpret_cast<std::uintptr_t>(report.token);
+      auto* d = reinterpret_cast<ReadyDescriptor*>(bits & ~kTagMask);
       const bool ready[2] = {report.readable || report.error, report.writable || report.error};
       std::lock_guard guard(d->lock);
-      if (report.taken_error != 0) d->taken_error = report.taken_error;
+      // A stale report (its socket closed, the descriptor reused) only bumps generations.
+      const bool current = (bits & kTagMask) == (d->generation & kTagMask);
+      if (report.taken_error != 0 && current) d->taken_error = report.taken_error;
       for (int side = 0; side < 2; ++side) {
         if (!ready[side]) continue;
         ++d->seq[side];
