@@ -70,7 +70,7 @@ using namespace std::chrono_literals;
 
 // A connected loopback TCP pair: [0] for the engine, [1] the peer.
 bool tcp_pair(int (&out)[2]) {
-  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -79,9 +79,9 @@ bool tcp_pair(int (&out)[2]) {
       ::listen(listener, 1) != 0 ||
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&a), &len) != 0)
     return false;
-  const int client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  const int client = ::socket(AF_INET, SOCK_STREAM, 0);
   if (client < 0 || ::connect(client, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return false;
-  const int accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  const int accepted = ::accept(listener, nullptr, nullptr);
   ::close(listener);
   if (accepted < 0) return false;
   out[0] = accepted;
