@@ -179,13 +179,13 @@ TEST(KqueueSeams, AnErrorReportInFlightForAClosedSocketIsNotGivenToTheNextSocket
   scheduler.stop();
 }
 
-class ReadinessBadInput : public ::testing::TestWithParam<std::string> {};
+class KqueueBadInput : public ::testing::TestWithParam<std::string> {};
 
 // Would catch: a second attach of a watched fd taken as a modify (kqueue's EV_ADD on a watched
 // ident), which leaves the first descriptor deaf and, over libkqueue, a duplicate of the socket
 // that outlives both closes (the peer never sees the end). epoll refuses it (EEXIST); so must
 // kqueue.
-TEST_P(ReadinessBadInput, TheSameFdAttachedTwiceIsRefused) {
+TEST_P(KqueueBadInput, TheSameFdAttachedTwiceIsRefused) {
   sched::Scheduler scheduler(sched::SchedulerOptions{.workers = 1});
   EngineOptions o;
   o.kind = GetParam();
@@ -220,7 +220,7 @@ std::vector<std::string> readiness_engines() {
   return names;
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, ReadinessBadInput, ::testing::ValuesIn(readiness_engines()),
+INSTANTIATE_TEST_SUITE_P(Engines, KqueueBadInput, ::testing::ValuesIn(readiness_engines()),
                          [](const ::testing::TestParamInfo<std::string>& p) { return p.param; });
 
 }  // namespace
