@@ -55,6 +55,12 @@ TEST(HttpsExample, CurlGetsPlaintextAndJsonOverHttps) {
   const std::string plain = run("curl -sS --max-time 20 http://127.0.0.1:" +
                                 std::to_string(server.port()) + "/plaintext 2>&1");
   EXPECT_EQ(plain.find("Hello"), std::string::npos) << plain;
+  // The failed handshake is counted, and the server still answers.
+  const std::string metrics =
+      run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") + "' --resolve localhost:" +
+          std::to_string(server.port()) + ":127.0.0.1 " + base + "/metrics 2>&1");
+  EXPECT_NE(metrics.find("arbor_http_tls_handshakes_failed_total 1\n"), std::string::npos)
+      << metrics;
   EXPECT_EQ(server.stop(SIGTERM), 0);
 }
 
