@@ -43,11 +43,11 @@ std::string load_tls(const std::string& cert, const std::string& key, http::Serv
   auto context = tls::Context::server();
   if (!context) return "cannot make a TLS context: " + context.error().message();
   if (auto r = context->use_certificate_chain_file(cert); !r)
-    return "invalid --tls-cert '" + cert + "' (a PEM certificate chain, leaf first): " +
-           r.error().message();
+    return "invalid --tls-cert '" + cert +
+           "' (a PEM certificate chain, leaf first): " + r.error().message();
   if (auto r = context->use_private_key_file(key); !r)
-    return "invalid --tls-key '" + key + "' (a PEM private key matching --tls-cert): " +
-           r.error().message();
+    return "invalid --tls-key '" + key +
+           "' (a PEM private key matching --tls-cert): " + r.error().message();
   if (auto r = context->set_alpn({"http/1.1"}); !r)
     return "cannot set ALPN: " + r.error().message();
   out.tls = std::make_shared<const tls::Context>(std::move(*context));

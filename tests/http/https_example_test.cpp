@@ -47,18 +47,19 @@ TEST(HttpsExample, CurlGetsPlaintextAndJsonOverHttps) {
   const std::string base = "https://localhost:" + std::to_string(server.port());
   // Per URL: the body, then the HTTP version ALPN gave (curl offers h2 first) and the new
   // connections it took (0 for the second: keep-alive).
-  const std::string out =
-      run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") + "' --resolve localhost:" +
-          std::to_string(server.port()) + ":127.0.0.1 -w ' [%{http_version} %{num_connects}]' " +
-          base + "/plaintext " + base + "/json 2>&1");
+  const std::string out = run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
+                              "' --resolve localhost:" + std::to_string(server.port()) +
+                              ":127.0.0.1 -w ' [%{http_version} %{num_connects}]' " + base +
+                              "/plaintext " + base + "/json 2>&1");
   EXPECT_EQ(out, "Hello, World! [1.1 1]{\"message\":\"Hello, World!\"} [1.1 0]");
-  const std::string plain = run("curl -sS --max-time 20 http://127.0.0.1:" +
-                                std::to_string(server.port()) + "/plaintext 2>&1");
+  const std::string plain =
+      run("curl -sS --max-time 20 http://127.0.0.1:" + std::to_string(server.port()) +
+          "/plaintext 2>&1");
   EXPECT_EQ(plain.find("Hello"), std::string::npos) << plain;
   // The failed handshake is counted, and the server still answers.
-  const std::string metrics =
-      run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") + "' --resolve localhost:" +
-          std::to_string(server.port()) + ":127.0.0.1 " + base + "/metrics 2>&1");
+  const std::string metrics = run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
+                                  "' --resolve localhost:" + std::to_string(server.port()) +
+                                  ":127.0.0.1 " + base + "/metrics 2>&1");
   EXPECT_NE(metrics.find("arbor_http_tls_handshakes_failed_total 1\n"), std::string::npos)
       << metrics;
   EXPECT_EQ(server.stop(SIGTERM), 0);

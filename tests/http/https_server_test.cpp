@@ -104,8 +104,10 @@ class HttpsServer : public ::testing::TestWithParam<std::string> {
   int port() const { return server_->local_address().port(); }
   // A handshaken client connection, verified as "localhost".
   Result<TlsTcp> connect() {
-    return rt_->block_on([](Runtime& rt, const tls::Context& ctx, int port) -> Task<Result<TlsTcp>> {
-      auto tcp = co_await TcpStream::connect(rt, Address::loopback_v4(static_cast<std::uint16_t>(port)));
+    return rt_->block_on([](Runtime& rt, const tls::Context& ctx,
+                            int port) -> Task<Result<TlsTcp>> {
+      auto tcp =
+          co_await TcpStream::connect(rt, Address::loopback_v4(static_cast<std::uint16_t>(port)));
       if (!tcp) co_return tcp.error();
       co_return co_await tls::connect(ctx, std::move(*tcp), "localhost");
     }(*rt_, *client_, port()));
@@ -176,8 +178,8 @@ TEST_P(HttpsServer, IdleTlsConnectionsHoldNoBufferAndWakeForTheNextRequest) {
   ASSERT_TRUE(sched::test::eventually([&] {
     const auto k = server_->counters();
     return k.buffers_lent == 0 && k.connections_idle == 4;
-  })) << server_->counters().buffers_lent << " lent, " << server_->counters().connections_idle
-      << " idle";
+  })) << server_->counters().buffers_lent
+      << " lent, " << server_->counters().connections_idle << " idle";
   for (auto& c : clients) {
     ASSERT_TRUE(send(c, get("/plaintext")));
     EXPECT_EQ(bodies(c, 1), std::vector<std::string>{"Hello, World!"});
@@ -224,7 +226,8 @@ TEST_P(HttpsServer, SilentAndStalledHandshakesAreCutByHeaderTimeout) {
   ASSERT_TRUE(sched::test::eventually([&] {
     const auto k = server_->counters();
     return k.timeouts == 2 && k.tls_handshakes_failed == 2 && k.connections_active == 0;
-  })) << server_->counters().timeouts << " timeouts";
+  })) << server_->counters().timeouts
+      << " timeouts";
   auto c = connect();  // and the server still serves
   ASSERT_TRUE(c) << c.error().message();
   ASSERT_TRUE(send(*c, get("/plaintext")));
