@@ -53,7 +53,8 @@ std::string get(const std::string& path, const std::string& extra = "") {
 }
 
 // The bodies of `count` responses read from `s` (fewer if the stream ended or failed first).
-Task<std::vector<std::string>> read_bodies(TlsTcp& s, std::size_t count) {
+template <class S>
+Task<std::vector<std::string>> read_bodies(tls::Stream<S>& s, std::size_t count) {
   std::vector<std::string> bodies;
   std::string in;
   std::vector<std::byte> chunk(16 * 1024);
@@ -68,12 +69,25 @@ Task<std::vector<std::string>> read_bodies(TlsTcp& s, std::size_t count) {
         continue;
       }
     }
-    auto n = co_await s.read_some(chunk);
+    auto n = co_await with_timeout(10s, s.read_some(chunk));
     if (!n || *n == 0) break;
     in.append(reinterpret_cast<const char*>(chunk.data()), *n);
   }
   co_return bodies;
 }
+
+// A client's byte stream that, while corked, keeps what TLS writes instead of sending it: two
+// records then leave in one send, and reach the server in one read.
+struct Corked {
+  TcpStream* socket;
+  std::string* kept;  // non-null: corked
+  auto read_some(std::span<std::byte> into) { return socket->read_some(into); }
+  Task<Result<std::size_t>> write_some(std::span<const std::byte> from) {
+    if (kept == nullptr) co_return co_await socket->write_some(from);
+    kept->append(reinterpret_cast<const char*>(from.data()), from.size());
+    co_return from.size();
+  }
+};
 
 class HttpsServer : public ::testing::TestWithParam<std::string> {
  protected:
@@ -115,7 +129,8 @@ class HttpsServer : public ::testing::TestWithParam<std::string> {
   Result<void> send(TlsTcp& s, const std::string& data) {
     return rt_->block_on(s.write_all(bytes(data)));
   }
-  std::vector<std::string> bodies(TlsTcp& s, std::size_t count) {
+  template <class S>
+  std::vector<std::string> bodies(tls::Stream<S>& s, std::size_t count) {
     return rt_->block_on(read_bodies(s, count));
   }
   // The next read's outcome: "close_notify", "truncated", an error's message, or the bytes.
@@ -133,6 +148,7 @@ class HttpsServer : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<tls::Context> client_;
   std::unique_ptr<Server> server_;
   JoinHandle<void> running_;
+  TcpStream socket_;  // a Corked client's socket
 };
 
 // GET over a verified connection, keep-alive, a pipelined batch, a POST body, ALPN; then a
@@ -161,6 +177,31 @@ TEST_P(HttpsServer, AnswersOverTlsWithKeepAlivePipeliningAndBodies) {
   EXPECT_EQ(counters.requests, 9u);
   EXPECT_EQ(counters.tls_handshakes_failed, 0u);
   EXPECT_EQ(counters.connections_total, 1u);
+}
+
+// Two requests in two TLS records that arrive in one read: the second is buffered in the TLS
+// layer when the first is answered, so the connection must read on rather than park (its
+// socket has nothing more to say, and parked, it would wait for ever).
+TEST_P(HttpsServer, ARecordBufferedInTheTlsLayerIsServedWithoutParking) {
+  start();
+  std::string kept;
+  auto c = rt_->block_on([](Runtime& rt, const tls::Context& ctx, int port,
+                            TcpStream& socket) -> Task<Result<tls::Stream<Corked>>> {
+    auto tcp =
+        co_await TcpStream::connect(rt, Address::loopback_v4(static_cast<std::uint16_t>(port)));
+    if (!tcp) co_return tcp.error();
+    socket = std::move(*tcp);
+    co_return co_await tls::connect(ctx, Corked{&socket, nullptr}, "localhost");
+  }(*rt_, *client_, port(), socket_));
+  ASSERT_TRUE(c) << c.error().message();
+  // Corked: each write_all below makes its own record, kept here.
+  c->next_layer().kept = &kept;
+  ASSERT_TRUE(rt_->block_on(c->write_all(bytes(get("/one")))));
+  ASSERT_TRUE(rt_->block_on(c->write_all(bytes(get("/two")))));
+  c->next_layer().kept = nullptr;
+  ASSERT_TRUE(rt_->block_on(socket_.write_all(bytes(kept))));
+  EXPECT_EQ(bodies(*c, 2), std::vector<std::string>(2, "Hello, World!"));
+  EXPECT_EQ(server_->counters().requests, 2u);
 }
 
 // Keep-alive connections go idle (parked, no buffer) between requests like plain ones, and
