@@ -1,8 +1,16 @@
 #include "flags.hpp"
 
+#include <cerrno>
 #include <charconv>
+#include <cstring>
+#include <fstream>
 #include <limits>
+#include <memory>
 #include <string_view>
+
+#if ARBOR_EXAMPLE_TLS
+#include "arbor/tls/context.hpp"
+#endif
 
 namespace arbor::example {
 namespace {
@@ -14,6 +22,40 @@ bool number(std::string_view text, T& out, T lo, T hi) {
   if (ec != std::errc{} || end != text.data() + text.size() || v < lo || v > hi) return false;
   out = v;
   return true;
+}
+
+// Empty if `path` can be opened for reading, else why not (errno's text).
+std::string unreadable(const std::string& path) {
+  std::ifstream in(path);
+  if (in) return {};
+  return std::strerror(errno);
+}
+
+// The HTTPS context from --tls-cert and --tls-key, or an error message.
+std::string load_tls(const std::string& cert, const std::string& key, http::ServerOptions& out) {
+  if (cert.empty() != key.empty())
+    return std::string("--tls-cert and --tls-key go together: give both, or neither");
+  if (cert.empty()) return {};
+  for (const auto& [flag, path] : {std::pair{"--tls-cert", &cert}, std::pair{"--tls-key", &key}})
+    if (auto why = unreadable(*path); !why.empty())
+      return "cannot read " + std::string(flag) + " '" + *path + "': " + why;
+#if ARBOR_EXAMPLE_TLS
+  auto context = tls::Context::server();
+  if (!context) return "cannot make a TLS context: " + context.error().message();
+  if (auto r = context->use_certificate_chain_file(cert); !r)
+    return "invalid --tls-cert '" + cert +
+           "' (a PEM certificate chain, leaf first): " + r.error().message();
+  if (auto r = context->use_private_key_file(key); !r)
+    return "invalid --tls-key '" + key +
+           "' (a PEM private key matching --tls-cert): " + r.error().message();
+  if (auto r = context->set_alpn({"http/1.1"}); !r)
+    return "cannot set ALPN: " + r.error().message();
+  out.tls = std::make_shared<const tls::Context>(std::move(*context));
+  return {};
+#else
+  (void)out;
+  return std::string("--tls-cert: this build has no TLS (OpenSSL 3 was not found)");
+#endif
 }
 
 }  // namespace
@@ -51,6 +93,10 @@ request body back) over HTTP/1.1.
                              none free: 503)
   --body-buffers-per-peer N  of which one peer (an IP address) may hold at most N (default 0:
                              a eighth of --body-buffers, at least 1; at its share: 503)
+  --tls-cert PATH            HTTPS: the certificate chain (PEM, leaf first); with --tls-key
+  --tls-key PATH             HTTPS: its private key (PEM). Both given: every connection is
+                             TLS (1.2 or 1.3, ALPN http/1.1), the handshake within
+                             --header-timeout-ms; neither: plain HTTP (the default)
   --shutdown-timeout-ms MS   on SIGINT/SIGTERM/SIGQUIT, how long in-flight requests may take
                              (default 5000)
   --help                     this text
@@ -68,6 +114,7 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
   if (!env) return std::string("invalid ARBOR_* environment: ") + env.error().message();
   f.runtime = *env;
   constexpr auto kMaxMs = std::int64_t{24} * 3600 * 1000;
+  std::string tls_cert, tls_key;
   for (std::size_t i = 0; i < args.size(); ++i) {
     const std::string& flag = args[i];
     if (flag == "--help" || flag == "-h") {
@@ -135,12 +182,16 @@ std::variant<Flags, std::string> parse_flags(const std::vector<std::string>& arg
     } else if (flag == "--body-buffers-per-peer") {
       if (!number<std::size_t>(value, f.server.body_buffers_per_peer, 0, 1 << 20))
         return bad + " (0..1048576)";
+    } else if (flag == "--tls-cert" || flag == "--tls-key") {
+      if (value.empty()) return bad + " (a file's path)";
+      (flag == "--tls-cert" ? tls_cert : tls_key) = value;
     } else {
       return "unknown flag " + flag + " (see --help)";
     }
   }
   if (f.server.limits.max_request_line > f.server.limits.max_head)
     return std::string("--max-request-line must not exceed --max-head");
+  if (auto error = load_tls(tls_cert, tls_key, f.server); !error.empty()) return error;
   return f;
 }
 

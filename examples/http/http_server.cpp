@@ -6,7 +6,8 @@
 // answer every request already received, exit 0 (bounded by --shutdown-timeout-ms). SIGHUP and
 // SIGUSR1 (which a process manager or a log rotator may send, and which would otherwise kill the
 // process) log a line and change nothing: there is no configuration to reload and no log file to
-// reopen. SIGPIPE is ignored (the runtime does that). Flags: --help; docs/http.md.
+// reopen. SIGPIPE is ignored (the runtime does that). HTTPS with --tls-cert and --tls-key.
+// Flags: --help; docs/http.md.
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -55,8 +56,9 @@ arbor::Task<int> serve(arbor::Runtime& rt, const arbor::example::Flags& flags,
   }
   routes.attach(**server);
   const std::string address = (*server)->local_address().to_string();
-  arbor::example::server_log().info("http: engine {}, {} workers, listening on http://{}",
-                                    rt.engine().name(), rt.scheduler().workers(), address);
+  arbor::example::server_log().info("http: engine {}, {} workers, listening on {}://{}",
+                                    rt.engine().name(), rt.scheduler().workers(),
+                                    flags.server.tls ? "https" : "http", address);
   std::printf("listening on %s\n", address.c_str());
   std::fflush(stdout);
   auto on_signal = rt.spawn_abortable(drain_on_signal(signals, **server));

@@ -154,6 +154,8 @@ std::size_t Routes::metrics(std::span<char> out) const {
     put("arbor_http_parse_errors_total", "counter", "Requests refused by the parser.",
         c.parse_errors);
     put("arbor_http_timeouts_total", "counter", "Connections cut off by a timeout.", c.timeouts);
+    put("arbor_http_tls_handshakes_failed_total", "counter",
+        "HTTPS handshakes that failed (0 without --tls-cert).", c.tls_handshakes_failed);
     put("arbor_http_buffers_lent", "gauge",
         "Connection buffers lent out now: connections with a request in hand.", c.buffers_lent);
     put("arbor_http_buffers_kept", "gauge", "Connection buffers kept free for reuse.",

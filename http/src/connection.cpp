@@ -94,6 +94,9 @@ Server::Connection::Connection(Server& server, Accepted& a)
     : server_(server),
       stream_(a.stream),
       watch_(a.watch),
+#if ARBOR_HTTP_TLS
+      tls_(a.tls.get()),
+#endif
       in_capacity_(in_capacity(server.options_.limits)),
       field_count_(field_count(server.options_.limits)),
       parser_(server.options_.limits, {}) {}
@@ -139,6 +142,38 @@ Server::Connection::ReadNow Server::Connection::wake(std::int64_t woke) noexcept
   end_ = *n;
   busy();
   return ReadNow::got;
+}
+
+Task<Server::Connection::ReadNow> Server::Connection::wake_tls(std::int64_t woke) {
+#if ARBOR_HTTP_TLS
+  if (woke < 0 || !take_buffers()) co_return ReadNow::ended;
+  auto n = co_await tls_->read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
+  if (!n || *n == 0) co_return ReadNow::ended;  // an error, close_notify, or an end without it
+  end_ = *n;
+  busy();
+  co_return ReadNow::got;
+#else
+  (void)woke;
+  co_return ReadNow::ended;
+#endif
+}
+
+bool Server::Connection::tls_buffered() const noexcept {
+#if ARBOR_HTTP_TLS
+  return tls_ != nullptr && tls_->has_buffered_input();
+#else
+  return false;
+#endif
+}
+
+Task<void> Server::Connection::close_notify() {
+#if ARBOR_HTTP_TLS
+  watch_.deadline.store(io::now_ns() + server_.options_.write_timeout.count() * 1'000'000,
+                        std::memory_order_relaxed);
+  (void)co_await tls_->shutdown();
+#else
+  co_return;
+#endif
 }
 
 bool Server::Connection::parse() noexcept {
@@ -391,6 +426,17 @@ Task<Result<void>> Server::Connection::write_parts(std::size_t count) {
     ++first;
   while (first < count) {
     watch_.deadline.store(io::now_ns() + timeout, std::memory_order_relaxed);
+#if ARBOR_HTTP_TLS
+    if (tls_ != nullptr) {  // HTTPS: the parts one at a time (TLS has no gathered write)
+      auto n = co_await tls_->write_some(
+          bytes(static_cast<const char*>(parts[first].data), parts[first].size));
+      if (!n) co_return n.error();
+      parts[first].data = static_cast<const char*>(parts[first].data) + *n;
+      parts[first].size -= *n;
+      if (parts[first].size == 0) ++first;
+      continue;
+    }
+#endif
     auto n = count - first == 1
                  ? co_await stream_.write_some(
                        bytes(static_cast<const char*>(parts[first].data), parts[first].size))
@@ -437,11 +483,30 @@ void Server::Connection::busy() noexcept {
 }
 
 Server::Connection::Read Server::Connection::read() noexcept {
-  if (reading_body_ && !chunked_)  // no more than the body: what follows is the next request's
-    return Read(
-        stream_,
-        std::as_writable_bytes(std::span(body_buffer_.get() + body_have_, body_want_ - body_have_)),
-        body_have_);
+  std::size_t* end = nullptr;
+  const auto into = read_target(end);
+  return Read(stream_, into, *end);
+}
+
+Task<bool> Server::Connection::read_tls() {
+#if ARBOR_HTTP_TLS
+  std::size_t* end = nullptr;
+  const auto into = read_target(end);
+  auto n = co_await tls_->read_some(into);
+  if (!n || *n == 0) co_return false;
+  *end += *n;
+  co_return true;
+#else
+  co_return false;
+#endif
+}
+
+std::span<std::byte> Server::Connection::read_target(std::size_t*& end) noexcept {
+  if (reading_body_ && !chunked_) {  // no more than the body: what follows is the next request's
+    end = &body_have_;
+    return std::as_writable_bytes(
+        std::span(body_buffer_.get() + body_have_, body_want_ - body_have_));
+  }
   if (reading_body_) {
     // Chunked: the head is at the start (decode_chunked() put it there) and must stay.
   } else if (begin_ == end_) {
@@ -455,7 +520,8 @@ Server::Connection::Read Server::Connection::read() noexcept {
     // read, at most max_head bytes; they parse the same way).
     parser_.reset();
   }
-  return Read(stream_, std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_)), end_);
+  end = &end_;
+  return std::as_writable_bytes(std::span(in_ + end_, in_capacity_ - end_));
 }
 
 bool Server::Connection::must_linger() const noexcept {

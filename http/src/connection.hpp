@@ -13,6 +13,11 @@
 // waits holding buffers. On the keep-alive path the only system calls are write()'s, wake()'s
 // read and, on epoll, the park's one-byte peek (io_uring's readable wait needs none: the
 // socket's multishot receive answers it).
+//
+// HTTPS (ARBOR_HTTP_TLS, and ServerOptions::tls set): Accepted also holds the handshaken
+// tls::Stream, over a SocketRef to its own socket, and a Connection reads and writes through
+// it (wake_tls(), read_tls(), the write's TLS branch); everything else (the sweeper's cut,
+// shutdown's, the linger, the peer's address) still works on the socket itself.
 #pragma once
 
 #include <atomic>
@@ -30,8 +35,24 @@
 #include "arbor/io/socket.hpp"
 #include "arbor/runtime/frame_pool.hpp"
 #include "peer_shares.hpp"
+#if ARBOR_HTTP_TLS
+#include "arbor/tls/context.hpp"
+#include "arbor/tls/stream.hpp"
+#endif
 
 namespace arbor::http {
+
+#if ARBOR_HTTP_TLS
+/// The TLS stream's view of a connection's socket: the socket stays Accepted's (its Watch,
+/// the sweeper and shutdown() reach it as they do a plain one's), and the stream only reads
+/// and writes it. Valid while that Accepted lives, which outlives its stream.
+struct SocketRef {
+  TcpStream* socket;
+  auto read_some(std::span<std::byte> into) noexcept { return socket->read_some(into); }
+  auto write_some(std::span<const std::byte> from) noexcept { return socket->write_some(from); }
+};
+using TlsStream = tls::Stream<SocketRef>;
+#endif
 
 /// What other threads see of a connection. The sweeper, the eviction and shutdown() touch fd,
 /// cut and drained (and the list links) only under connections_mutex_, and deadline and
@@ -70,6 +91,11 @@ struct Server::Accepted {
   Watch watch;
   io::Operation wait;     // the parked readable(); its completion starts serve()
   std::int64_t woke = 0;  // that wait's result (0, or -errno), for the serve() it starts
+#if ARBOR_HTTP_TLS
+  // HTTPS: the handshaken stream over `stream` (null before the handshake, and always for
+  // plain HTTP). Declared after `stream`, so destroyed before it.
+  std::unique_ptr<TlsStream> tls;
+#endif
 };
 
 /// Lives in turn()'s coroutine frame and is touched only by that coroutine, on whichever
@@ -92,6 +118,16 @@ class Server::Connection {
   /// parks again, holding nothing); `ended` on an error, the client's end, or no memory.
   enum class ReadNow { got, nothing, ended };
   ReadNow wake(std::int64_t woke) noexcept;
+  /// HTTPS (tls() true): wake()'s work through the TLS stream, which may wait for the rest of
+  /// a record (within the deadline the park left); never `nothing`.
+  Task<ReadNow> wake_tls(std::int64_t woke);
+  /// Whether the connection speaks TLS, and whether its TLS layer holds input a read would
+  /// take without the socket (then it must not park: see server.hpp).
+  bool tls() const noexcept { return tls_ != nullptr; }
+  bool tls_buffered() const noexcept;
+  /// HTTPS: sends close_notify, within write_timeout; errors are ignored (the connection
+  /// closes either way).
+  Task<void> close_notify();
   /// Shuts down the connection's read side: its next read sees end of stream.
   void shut_down_reads() noexcept { (void)io::shutdown(watch_.fd, io::ShutdownHow::read); }
   /// The size of the block a connection borrows under `limits`.
@@ -130,6 +166,8 @@ class Server::Connection {
   /// false on end of stream or any error.
   class Read;
   Read read() noexcept;
+  /// HTTPS: as read(), through the TLS stream (a coroutine: a TLS read is one).
+  Task<bool> read_tls();
   /// Once closing: true if the client may still be sending (an error reply, or a body or
   /// requests not read), which a close would answer with a reset that loses the reply.
   bool must_linger() const noexcept;
@@ -150,6 +188,9 @@ class Server::Connection {
   };
 
   Task<Result<void>> write_parts(std::size_t count);
+  // Where the next read goes (the input buffer, or the body buffer while a body goes there),
+  // and the count it advances.
+  std::span<std::byte> read_target(std::size_t*& end) noexcept;
   bool take_body() noexcept;
   std::unique_ptr<char[]> take_body_buffer() noexcept;
   void send_continue_if_expected() noexcept;
@@ -163,6 +204,11 @@ class Server::Connection {
   Server& server_;
   TcpStream& stream_;
   Watch& watch_;
+#if ARBOR_HTTP_TLS
+  TlsStream* tls_;  // Accepted's, if handshaken; null for plain HTTP
+#else
+  static constexpr void* tls_ = nullptr;
+#endif
   const std::size_t in_capacity_;
   const std::size_t field_count_;  // the parser's field storage, at the start of block_
   // The batch state, the parser's fields, input, output and scratch, in one block from the

@@ -26,6 +26,14 @@ Result<std::unique_ptr<Server>> Server::bind(Runtime& runtime, ServerOptions opt
       options.body_timeout.count() <= 0 || options.idle_timeout.count() <= 0 ||
       options.write_timeout.count() <= 0 || options.server_name.size() > 256 || !handler)
     return std::make_error_code(std::errc::invalid_argument);
+  if (options.tls != nullptr) {
+#if ARBOR_HTTP_TLS
+    if (options.tls->role() != tls::Role::server)
+      return std::make_error_code(std::errc::invalid_argument);
+#else
+    return std::make_error_code(std::errc::operation_not_supported);  // built without OpenSSL
+#endif
+  }
   auto listener = TcpListener::bind(runtime, options.listen,
                                     {.backlog = options.backlog, .reuse_address = true});
   if (!listener) return listener.error();
@@ -102,6 +110,7 @@ ServerCounters Server::counters() const noexcept {
   c.requests = requests_.load(std::memory_order_relaxed);
   c.parse_errors = parse_errors_.load(std::memory_order_relaxed);
   c.timeouts = timeouts_.load(std::memory_order_relaxed);
+  c.tls_handshakes_failed = tls_failures_.load(std::memory_order_relaxed);
   c.buffers_lent = blocks_->lent();
   c.buffers_kept = blocks_->kept();
   std::lock_guard guard(connections_mutex_);
@@ -203,12 +212,19 @@ Task<void> Server::run(std::chrono::milliseconds drain) {
     }
     active_.fetch_add(1, std::memory_order_relaxed);
     total_.fetch_add(1, std::memory_order_relaxed);
-    // It starts as a connection between requests does: idle, due idle_timeout from now.
+    // It starts as a connection between requests does: idle, due idle_timeout from now. An
+    // HTTPS one is busy with its handshake, due header_timeout from now (and so not evicted
+    // for a newcomer: what it holds is the cut's to end).
     const std::int64_t now = io::now_ns();
     a->watch.fd = a->stream.native_handle();
-    a->watch.deadline.store(now + options_.idle_timeout.count() * 1'000'000,
-                            std::memory_order_relaxed);
-    a->watch.idle_since.store(now, std::memory_order_relaxed);
+    if (options_.tls == nullptr) {
+      a->watch.deadline.store(now + options_.idle_timeout.count() * 1'000'000,
+                              std::memory_order_relaxed);
+      a->watch.idle_since.store(now, std::memory_order_relaxed);
+    } else {
+      a->watch.deadline.store(now + options_.header_timeout.count() * 1'000'000,
+                              std::memory_order_relaxed);
+    }
     enlist(a->watch);
     park(*a);
   }
@@ -324,8 +340,24 @@ Task<void> Server::serve(Accepted& a) {
 }
 
 Task<bool> Server::turn(Accepted& a) {
+  if (options_.tls != nullptr) {
+#if ARBOR_HTTP_TLS
+    if (a.tls == nullptr) {  // the first wake: the handshake, holding no buffer
+      bool done = false;
+      if (a.woke >= 0) done = co_await handshake(a);
+      if (!done) co_return false;
+      // Park until the request comes, unless it came with the handshake's last records.
+      if (!a.tls->has_buffered_input()) co_return true;
+    }
+#endif
+  }
   Connection c(*this, a);
-  switch (c.wake(a.woke)) {
+  Connection::ReadNow now = Connection::ReadNow::ended;
+  if (c.tls())
+    now = co_await c.wake_tls(a.woke);
+  else
+    now = c.wake(a.woke);
+  switch (now) {
     case Connection::ReadNow::got:
       break;
     case Connection::ReadNow::nothing:
@@ -340,18 +372,59 @@ Task<bool> Server::turn(Accepted& a) {
     if (c.has_output() && !co_await c.write()) co_return false;  // one read's responses at once
     if (c.closing()) break;
     c.deadline();
-    if (c.idle()) {
+    if (c.idle() && !c.tls_buffered()) {
       // Draining: what had arrived when shutdown() ran is answered by now (it left this
       // connection readable for it, or shut its reads down), so the park below is to see the
-      // end of stream, not another request.
-      if (draining_.load(std::memory_order_relaxed)) c.shut_down_reads();
+      // end of stream, not another request. An HTTPS one ends here, with close_notify: its
+      // end of stream would be a truncation to the client.
+      if (draining_.load(std::memory_order_relaxed)) {
+        if (c.tls()) {
+          co_await c.close_notify();
+          co_return false;
+        }
+        c.shut_down_reads();
+      }
       co_return true;  // park, holding nothing (c gives its buffers back)
     }
-    if (!co_await c.read()) co_return false;  // peer closed, reset, timed out, drained or evicted
+    // Idle with TLS input buffered (see server.hpp): read on, as a wake would.
+    bool got = false;
+    if (c.tls())
+      got = co_await c.read_tls();
+    else
+      got = co_await c.read();
+    if (!got) co_return false;  // peer closed, reset, timed out, drained or evicted
     c.busy();
   }
+  if (c.tls()) co_await c.close_notify();  // a close of our choosing: tell the client
   if (c.must_linger()) co_await c.linger();
   co_return false;
+}
+
+Task<bool> Server::handshake(Accepted& a) {
+#if ARBOR_HTTP_TLS
+  auto stream = TlsStream::make(*options_.tls, SocketRef{&a.stream});
+  if (!stream) {
+    tls_failures_.fetch_add(1, std::memory_order_relaxed);
+    log::debug("http: TLS stream not made: {}", stream.error().message());
+    co_return false;
+  }
+  // The deadline (header_timeout from the accept) stands: the sweeper cuts a stalled one.
+  auto done = co_await stream->handshake();
+  if (!done) {
+    tls_failures_.fetch_add(1, std::memory_order_relaxed);
+    log::debug("http: TLS handshake failed: {}", done.error().message());
+    co_return false;
+  }
+  a.tls = std::make_unique<TlsStream>(std::move(*stream));
+  const std::int64_t now = io::now_ns();
+  a.watch.deadline.store(now + options_.idle_timeout.count() * 1'000'000,
+                         std::memory_order_relaxed);
+  a.watch.idle_since.store(now, std::memory_order_relaxed);
+  co_return true;
+#else
+  (void)a;
+  co_return false;
+#endif
 }
 
 void Server::end(Accepted& a) noexcept {

@@ -54,6 +54,30 @@ TEST_P(TlsTest, HandshakesWithAlpnAndSniEchoesAndClosesGracefully) {
   EXPECT_EQ(run(body(*rt_)), "ok");
 }
 
+// A read smaller than a record leaves its rest decrypted inside the stream, which no socket
+// readiness would announce: has_buffered_input() says so until it is read.
+TEST_P(TlsTest, HasBufferedInputWhileARecordIsPartlyRead) {
+  auto server = test::server_context();
+  auto client = test::client_context();
+  auto body = [&](Runtime& rt) -> Task<std::string> {
+    auto pair = co_await test::handshake_pair(rt, client, server, "localhost");
+    if (!pair.client) co_return "client: " + pair.client.error().message();
+    if (!pair.server) co_return "server: " + pair.server.error().message();
+    if (pair.server->has_buffered_input()) co_return "buffered input before any was sent";
+    const auto sent = test::bytes_of("abcdef");
+    if (auto w = co_await pair.client->write_all(sent); !w) co_return w.error().message();
+    std::vector<std::byte> part(2);
+    if (auto r = co_await pair.server->read_exact(part); !r) co_return r.error().message();
+    if (!pair.server->has_buffered_input()) co_return "4 bytes left, none said buffered";
+    std::vector<std::byte> rest(4);
+    if (auto r = co_await pair.server->read_exact(rest); !r) co_return r.error().message();
+    if (test::text_of(part) + test::text_of(rest) != "abcdef") co_return "bytes differ";
+    if (pair.server->has_buffered_input()) co_return "buffered input after all was read";
+    co_return "ok";
+  };
+  EXPECT_EQ(run(body(*rt_)), "ok");
+}
+
 TEST_P(TlsTest, VerifiesAnIpAddressAgainstTheCertificate) {
   auto server = test::server_context();
   auto client = test::client_context();

@@ -168,6 +168,10 @@ void Machine::sent(std::size_t n) noexcept {
   if (out_begin_ >= out_end_) out_begin_ = out_end_ = 0;
 }
 
+bool Machine::has_buffered_input() const noexcept {
+  return in_end_ > in_begin_ || SSL_has_pending(ssl_) == 1;
+}
+
 std::error_code Machine::classify(int ret) noexcept {
   const int kind = SSL_get_error(ssl_, ret);
   if (kind == SSL_ERROR_SYSCALL) {

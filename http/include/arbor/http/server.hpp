@@ -39,6 +39,22 @@
 // closed at once. A connection marks itself idle with one relaxed store of the time (no lock,
 // no shared counter on the keep-alive path); the eviction scans the connection list, under the
 // mutex the sweeper takes anyway, only at the limit.
+//
+// HTTPS (ServerOptions::tls): every accepted connection runs a TLS server handshake at its
+// first wake, then the same HTTP/1.1 inside tls::Stream. The handshake is bounded by
+// header_timeout from the accept (a client that connects and sends nothing, or stalls
+// mid-handshake, is cut by the sweeper like a slowloris); a handshake that fails (a client
+// speaking plain HTTP, say) closes the connection, counted in tls_handshakes_failed. An idle
+// HTTPS connection is parked as a plain one is, with no task, except when its TLS layer holds
+// input already (decrypted bytes not yet read, or a record received whole or in part): that
+// input would never make the socket readable again, so the connection reads on instead. Its
+// TLS state stays with it while idle: about 70 KB (tls::Stream's two record buffers, 33 KiB
+// each, and OpenSSL's SSL), against about 1 KB for a plain one, since OpenSSL keeps no
+// session state that could be set aside and rebuilt. A connection that closes by its own
+// choice (Connection: close, an error reply, the drain) sends close_notify first, within
+// write_timeout; one cut by a timeout, an eviction or an error is closed at once. A peer that
+// ends without close_notify is a connection that ended, nothing more. On the plain path the
+// cost of all this is one test of a pointer per wake, per read and per write, not per byte.
 #pragma once
 
 #include <atomic>
@@ -55,6 +71,10 @@
 
 #include "arbor/arbor.hpp"
 #include "arbor/http/request_parser.hpp"
+
+namespace arbor::tls {
+class Context;  // tls/include/arbor/tls/context.hpp, in builds with OpenSSL (arbor::tls)
+}
 
 namespace arbor::http {
 
@@ -84,6 +104,12 @@ struct ServerOptions {
   // its share gets a 503 like a server with none free. 0: body_buffers / 8, at least 1.
   std::size_t body_buffers_per_peer = 0;
   int backlog = 4096;
+  // HTTPS: a server context (its certificate chain and key; ALPN "http/1.1" for clients that
+  // negotiate it) every connection handshakes with, shared by them and not to be changed once
+  // bind() has it; the server holds a reference until it is destroyed. Null: plain HTTP. A
+  // build without OpenSSL (no arbor::tls) has the member but refuses it: bind() fails with
+  // std::errc::operation_not_supported; a client context fails with invalid_argument.
+  std::shared_ptr<const tls::Context> tls;
 };
 
 /// What a handler answers. The views must stay valid until the handler's next call on this
@@ -112,6 +138,9 @@ struct ServerCounters {
   std::uint64_t requests = 0;
   std::uint64_t parse_errors = 0;  // requests answered with 4xx/5xx by the parser
   std::uint64_t timeouts = 0;      // connections cut off by any of the four timeouts
+  // HTTPS: handshakes that failed (a client that does not speak TLS, refuses the certificate,
+  // offers no shared ALPN protocol, or is cut by header_timeout, which timeouts counts too).
+  std::uint64_t tls_handshakes_failed = 0;
   // Connections holding a working buffer now (one with a request in hand); an idle one holds
   // none. And the buffers kept free for reuse (at most kKeptBuffers).
   std::uint64_t buffers_lent = 0;
@@ -156,6 +185,9 @@ class Server {
   static void on_readable(io::Operation& op, std::int64_t result) noexcept;
   Task<void> serve(Accepted& a);
   Task<bool> turn(Accepted& a);
+  // HTTPS, at a connection's first wake: the server handshake; true once a.tls holds the
+  // handshaken stream (and the connection is idle, due idle_timeout from now).
+  Task<bool> handshake(Accepted& a);
   void end(Accepted& a) noexcept;
   Task<void> sweep();
   void give_memory_back(std::uint64_t& peak) noexcept;
@@ -181,6 +213,7 @@ class Server {
   std::atomic<std::uint64_t> requests_{0};
   std::atomic<std::uint64_t> parse_errors_{0};
   std::atomic<std::uint64_t> timeouts_{0};
+  std::atomic<std::uint64_t> tls_failures_{0};
   mutable std::mutex
       connections_mutex_;  // guards the lists below and each listed socket's liveness
   Watch* connections_ = nullptr;

@@ -64,6 +64,12 @@ class Machine {
     return {buffer_.get() + kInbound + out_begin_, out_end_ - out_begin_};
   }
   void sent(std::size_t n) noexcept;
+  /// Whether a read could make progress without more bytes from the stream: ciphertext
+  /// received but not yet taken by OpenSSL (a whole or partial record), or plaintext OpenSSL
+  /// has decrypted and not yet returned (a read smaller than the record). A caller that waits
+  /// for the stream's readability first must not, when this is true: the bytes it waits for
+  /// may already be here, and the wait may never end.
+  bool has_buffered_input() const noexcept;
 
   /// The protocol ALPN chose ("" if none), the SNI name a server was asked for ("" if none),
   /// the version ("TLSv1.3"), whether the session was resumed.

@@ -97,6 +97,12 @@ class Stream {
   std::string_view version() const noexcept { return machine_->version(); }
   bool resumed() const noexcept { return machine_->resumed(); }
 
+  /// Whether a read_some could complete without reading S (Machine::has_buffered_input):
+  /// decrypted bytes not yet returned, or received records not yet decrypted. Check it before
+  /// waiting for S to be readable (an idle connection parked on its socket, say): when true,
+  /// read instead, as that wait could last for ever. Not while an operation is pending.
+  bool has_buffered_input() const noexcept { return machine_->has_buffered_input(); }
+
   /// The stream underneath (closing it ends the TLS stream's pending operation).
   S& next_layer() noexcept { return next_; }
   /// OpenSSL's SSL, for what this class does not cover (owned by the stream).
