@@ -23,6 +23,19 @@
 
 namespace arbor::test {
 
+/// What a shell command writes to stdout (its exit status ignored; "" if it cannot start).
+inline std::string output_of(const std::string& command) {
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, pipe)) > 0)
+    out.append(buf, n);
+  ::pclose(pipe);
+  return out;
+}
+
 /// Under wine: ARBOR_TEST_WINE_EXAMPLES holds "<wine-run> <wine64> <dir>", where dir holds the
 /// Windows build of the examples (scripts/wine-e2e sets it). The end-to-end tests then start
 /// the Windows programs under wine, on the IOCP engine, and talk to them from Linux exactly as

@@ -18,17 +18,6 @@ namespace {
 
 // ---- the example server, end to end -------------------------------------------------------
 
-std::string run(const std::string& command) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  if (!pipe) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe.get())) > 0)
-    out.append(buf, n);
-  return out;
-}
-
 std::vector<std::string> server_argv(std::vector<std::string> flags) {
   std::vector<std::string> argv{HTTP_SERVER, "--listen", "127.0.0.1:0", "--workers", "2"};
   argv.insert(argv.end(), flags.begin(), flags.end());
@@ -47,19 +36,21 @@ TEST(HttpsExample, CurlGetsPlaintextAndJsonOverHttps) {
   const std::string base = "https://localhost:" + std::to_string(server.port());
   // Per URL: the body, then the HTTP version ALPN gave (curl offers h2 first) and the new
   // connections it took (0 for the second: keep-alive).
-  const std::string out = run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
-                              "' --resolve localhost:" + std::to_string(server.port()) +
-                              ":127.0.0.1 -w ' [%{http_version} %{num_connects}]' " + base +
-                              "/plaintext " + base + "/json 2>&1");
+  const std::string out =
+      test::output_of("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
+                      "' --resolve localhost:" + std::to_string(server.port()) +
+                      ":127.0.0.1 -w ' [%{http_version} %{num_connects}]' " + base + "/plaintext " +
+                      base + "/json 2>&1");
   EXPECT_EQ(out, "Hello, World! [1.1 1]{\"message\":\"Hello, World!\"} [1.1 0]");
   const std::string plain =
-      run("curl -sS --max-time 20 http://127.0.0.1:" + std::to_string(server.port()) +
-          "/plaintext 2>&1");
+      test::output_of("curl -sS --max-time 20 http://127.0.0.1:" + std::to_string(server.port()) +
+                      "/plaintext 2>&1");
   EXPECT_EQ(plain.find("Hello"), std::string::npos) << plain;
   // The failed handshake is counted, and the server still answers.
-  const std::string metrics = run("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
-                                  "' --resolve localhost:" + std::to_string(server.port()) +
-                                  ":127.0.0.1 " + base + "/metrics 2>&1");
+  const std::string metrics =
+      test::output_of("curl -sS --max-time 20 --cacert '" + certs.file("ca.pem") +
+                      "' --resolve localhost:" + std::to_string(server.port()) + ":127.0.0.1 " +
+                      base + "/metrics 2>&1");
   EXPECT_NE(metrics.find("arbor_http_tls_handshakes_failed_total 1\n"), std::string::npos)
       << metrics;
   EXPECT_EQ(server.stop(SIGTERM), 0);
@@ -85,7 +76,7 @@ TEST(HttpsExample, BadTlsFlagsExitTwoWithAClearMessage) {
   };
   for (const auto& c : cases) {
     const std::string out =
-        run(server + " --listen 127.0.0.1:0 " + c.flags + " 2>&1; echo \"exit=$?\"");
+        test::output_of(server + " --listen 127.0.0.1:0 " + c.flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find(c.message), std::string::npos) << c.flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << c.flags << ": " << out;
   }

@@ -83,17 +83,6 @@ void expect_answered_then_closed(int port, const std::string& request, int statu
   EXPECT_TRUE(c.closed_by_server());
 }
 
-std::string run(const std::string& command) {
-  std::string out;
-  std::unique_ptr<FILE, int (*)(FILE*)> pipe(::popen(command.c_str(), "r"), ::pclose);
-  if (!pipe) return out;
-  char buf[4096];
-  std::size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, pipe.get())) > 0)
-    out.append(buf, n);
-  return out;
-}
-
 const std::regex kDate("Date: [A-Z][a-z]{2}, \\d{2} [A-Z][a-z]{2} \\d{4} \\d{2}:\\d{2}:\\d{2} GMT");
 
 // Replaces the Date value (after checking its form) so a whole response compares exactly.
@@ -134,12 +123,14 @@ class HttpServer : public ::testing::TestWithParam<std::string> {
 
 TEST_P(HttpServer, CurlGetsExactPlaintextAndJson) {
   start();
-  const std::string plain = run("curl -s -i --max-time 10 " + server().url("/plaintext"));
+  const std::string plain =
+      arbor::test::output_of("curl -s -i --max-time 10 " + server().url("/plaintext"));
   EXPECT_TRUE(std::regex_search(plain, kDate)) << plain;
   EXPECT_EQ(without_date(plain),
             "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
             "Content-Length: 13\r\n\r\nHello, World!");
-  const std::string json = run("curl -s -i --max-time 10 " + server().url("/json"));
+  const std::string json =
+      arbor::test::output_of("curl -s -i --max-time 10 " + server().url("/json"));
   EXPECT_EQ(without_date(json),
             "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: application/json\r\n"
             "Content-Length: 27\r\n\r\n{\"message\":\"Hello, World!\"}");
@@ -147,22 +138,25 @@ TEST_P(HttpServer, CurlGetsExactPlaintextAndJson) {
 
 TEST_P(HttpServer, CurlSeesNotFoundAndMethodNotAllowed) {
   start();
-  EXPECT_EQ(without_date(run("curl -s -i --max-time 10 " + server().url("/nope"))),
-            "HTTP/1.1 404 Not Found\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
-            "Content-Length: 9\r\n\r\nNot Found");
-  EXPECT_EQ(without_date(run("curl -s -i --max-time 10 -X DELETE " + server().url("/json"))),
+  EXPECT_EQ(
+      without_date(arbor::test::output_of("curl -s -i --max-time 10 " + server().url("/nope"))),
+      "HTTP/1.1 404 Not Found\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
+      "Content-Length: 9\r\n\r\nNot Found");
+  EXPECT_EQ(without_date(arbor::test::output_of("curl -s -i --max-time 10 -X DELETE " +
+                                                server().url("/json"))),
             "HTTP/1.1 405 Method Not Allowed\r\nServer: arbor\r\nDate: DATE\r\n"
             "Content-Type: text/plain\r\nContent-Length: 18\r\nAllow: GET, HEAD\r\n\r\n"
             "Method Not Allowed");
   // HEAD: the GET's headers, no body.
-  EXPECT_EQ(without_date(run("curl -s -I --max-time 10 " + server().url("/plaintext"))),
+  EXPECT_EQ(without_date(
+                arbor::test::output_of("curl -s -I --max-time 10 " + server().url("/plaintext"))),
             "HTTP/1.1 200 OK\r\nServer: arbor\r\nDate: DATE\r\nContent-Type: text/plain\r\n"
             "Content-Length: 13\r\n\r\n");
 }
 
 TEST_P(HttpServer, MetricsArePrometheusText) {
   start();
-  const std::string m = run("curl -s --max-time 10 " + server().url("/metrics"));
+  const std::string m = arbor::test::output_of("curl -s --max-time 10 " + server().url("/metrics"));
   for (const char* name :
        {"arbor_scheduler_queued ", "arbor_scheduler_parks_total ", "arbor_scheduler_wakes_total ",
         "arbor_scheduler_steals_total ", "arbor_scheduler_driver_waits_total ",
@@ -492,9 +486,9 @@ TEST_P(HttpServer, Rfc9112_3_2_2_AbsoluteFormTargetsAreRouted) {
   ASSERT_TRUE(c.send("GET HTTP://localhost:1/json?x=1 HTTP/1.1\r\nHost: h\r\n\r\n"));
   EXPECT_EQ(c.read_response().body, "{\"message\":\"Hello, World!\"}");
   // curl sends absolute-form when it talks to a proxy: this server as its own proxy.
-  const std::string proxied =
-      run("curl -s --max-time 10 -x 127.0.0.1:" + std::to_string(server().port()) +
-          " http://example/plaintext");
+  const std::string proxied = arbor::test::output_of(
+      "curl -s --max-time 10 -x 127.0.0.1:" + std::to_string(server().port()) +
+      " http://example/plaintext");
   EXPECT_EQ(proxied, "Hello, World!");
 }
 
@@ -522,8 +516,9 @@ TEST_P(HttpServer, MaxHeadersFlagBoundsTheFieldCount) {
   std::string flags;
   for (int i = 0; i < 64; ++i)
     flags += " -H 'X-Field-" + std::to_string(i) + ": v'";
-  EXPECT_EQ(run("curl -s --max-time 10" + flags + " " + server().url("/plaintext")),
-            "Hello, World!");
+  EXPECT_EQ(
+      arbor::test::output_of("curl -s --max-time 10" + flags + " " + server().url("/plaintext")),
+      "Hello, World!");
   auto fields = [](int n) {
     std::string extra;
     for (int i = 1; i < n; ++i)  // and Host
@@ -784,12 +779,12 @@ TEST_P(HttpServer, WrkSmokeRunHasNoErrors) {
   start();
   const std::string wrk =
       arbor::test::under_wine() ? "wrk --timeout 10s -t1 -c16 -d2s " : "wrk -t1 -c16 -d2s ";
-  const std::string out =
-      run(wrk + "-s " PERF_HTTP_DIR "/pipeline.lua " + server().url("/plaintext") + " -- 4 2>&1");
+  const std::string out = arbor::test::output_of(wrk + "-s " PERF_HTTP_DIR "/pipeline.lua " +
+                                                 server().url("/plaintext") + " -- 4 2>&1");
   EXPECT_NE(out.find("requests in"), std::string::npos) << out;
   EXPECT_EQ(out.find("Socket errors"), std::string::npos) << out;
   EXPECT_EQ(out.find("Non-2xx"), std::string::npos) << out;
-  const std::string json = run(wrk + server().url("/json") + " 2>&1");
+  const std::string json = arbor::test::output_of(wrk + server().url("/json") + " 2>&1");
   EXPECT_NE(json.find("requests in"), std::string::npos) << json;
   EXPECT_EQ(json.find("Socket errors"), std::string::npos) << json;
   EXPECT_EQ(json.find("Non-2xx"), std::string::npos) << json;
@@ -821,11 +816,12 @@ TEST(HttpServerFlags, BadFlagsExitTwoWithAMessage) {
         "--max-headers 1001", "--max-headers many", "--max-body 1073741825", "--max-body -1",
         "--body-buffers -1", "--body-buffers 1048577", "--body-buffers x",
         "--body-buffers-per-peer -1", "--body-timeout-ms 0", "--write-timeout-ms x"}) {
-    const std::string out = run(shell_command() + " " + flags + " 2>&1; echo \"exit=$?\"");
+    const std::string out =
+        arbor::test::output_of(shell_command() + " " + flags + " 2>&1; echo \"exit=$?\"");
     EXPECT_NE(out.find("http_server: "), std::string::npos) << flags << ": " << out;
     EXPECT_NE(out.find("exit=2"), std::string::npos) << flags << ": " << out;
   }
-  const std::string help = run(shell_command() + " --help; echo \"exit=$?\"");
+  const std::string help = arbor::test::output_of(shell_command() + " --help; echo \"exit=$?\"");
   EXPECT_NE(help.find("--listen HOST:PORT"), std::string::npos);
   EXPECT_NE(help.find("--max-headers N"), std::string::npos);
   EXPECT_NE(help.find("exit=0"), std::string::npos);
