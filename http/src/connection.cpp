@@ -148,7 +148,14 @@ Task<Server::Connection::ReadNow> Server::Connection::wake_tls(std::int64_t woke
 #if ARBOR_HTTP_TLS
   if (woke < 0 || !take_buffers()) co_return ReadNow::ended;
   auto n = co_await tls_->read_some(std::as_writable_bytes(std::span(in_, in_capacity_)));
-  if (!n || *n == 0) co_return ReadNow::ended;  // an error, close_notify, or an end without it
+  if (!n || *n == 0) {  // an error, close_notify, or an end without it
+    // Draining, shutdown() ended this idle connection's reads: a close of our choosing, which
+    // the client must see as one (close_notify), not as a truncation.
+    if (!n && n.error() == tls::Errc::truncated &&
+        server_.draining_.load(std::memory_order_relaxed))
+      co_await close_notify();
+    co_return ReadNow::ended;
+  }
   end_ = *n;
   busy();
   co_return ReadNow::got;

@@ -347,7 +347,17 @@ Task<bool> Server::turn(Accepted& a) {
       if (a.woke >= 0) done = co_await handshake(a);
       if (!done) co_return false;
       // Park until the request comes, unless it came with the handshake's last records.
-      if (!a.tls->has_buffered_input()) co_return true;
+      if (!a.tls->has_buffered_input()) {
+        // Draining: shutdown() left this one's reads open (its ClientHello was waiting) and
+        // will not come back to it; parked, it would hold run() to the drain's deadline.
+        if (draining_.load(std::memory_order_relaxed)) {
+          a.watch.deadline.store(io::now_ns() + options_.write_timeout.count() * 1'000'000,
+                                 std::memory_order_relaxed);
+          (void)co_await a.tls->shutdown();  // close_notify: a close of our choosing
+          co_return false;
+        }
+        co_return true;
+      }
     }
 #endif
   }

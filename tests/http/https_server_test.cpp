@@ -17,36 +17,14 @@
 #include "arbor/http/server.hpp"
 #include "arbor/tls.hpp"
 #include "http_client.hpp"
+#include "https_support.hpp"
 
 namespace arbor::http {
 namespace {
 
 using namespace std::chrono_literals;
 using TlsTcp = tls::Stream<TcpStream>;
-
-std::shared_ptr<const tls::Context> server_tls() {
-  const auto& certs = test::certificates();
-  EXPECT_EQ(certs.error, "");
-  auto ctx = tls::Context::server();
-  EXPECT_TRUE(ctx);
-  EXPECT_TRUE(ctx->use_certificate_chain_file(certs.file("localhost.pem")));
-  EXPECT_TRUE(ctx->use_private_key_file(certs.file("localhost.key")));
-  EXPECT_TRUE(ctx->set_alpn({"http/1.1"}));
-  return std::make_shared<const tls::Context>(std::move(*ctx));
-}
-
-// Verifies the server against the test CA, offering h2 first (the server must pick http/1.1).
-tls::Context client_tls() {
-  auto ctx = tls::Context::client();
-  EXPECT_TRUE(ctx);
-  EXPECT_TRUE(ctx->load_ca_file(test::certificates().file("ca.pem")));
-  EXPECT_TRUE(ctx->set_alpn({"h2", "http/1.1"}));
-  return std::move(*ctx);
-}
-
-std::span<const std::byte> bytes(const std::string& s) {
-  return {reinterpret_cast<const std::byte*>(s.data()), s.size()};
-}
+using namespace https_test;
 
 std::string get(const std::string& path, const std::string& extra = "") {
   return "GET " + path + " HTTP/1.1\r\nHost: localhost\r\n" + extra + "\r\n";
@@ -75,19 +53,6 @@ Task<std::vector<std::string>> read_bodies(tls::Stream<S>& s, std::size_t count)
   }
   co_return bodies;
 }
-
-// A client's byte stream that, while corked, keeps what TLS writes instead of sending it: two
-// records then leave in one send, and reach the server in one read.
-struct Corked {
-  TcpStream* socket;
-  std::string* kept;  // non-null: corked
-  auto read_some(std::span<std::byte> into) { return socket->read_some(into); }
-  Task<Result<std::size_t>> write_some(std::span<const std::byte> from) {
-    if (kept == nullptr) co_return co_await socket->write_some(from);
-    kept->append(reinterpret_cast<const char*>(from.data()), from.size());
-    co_return from.size();
-  }
-};
 
 class HttpsServer : public ::testing::TestWithParam<std::string> {
  protected:

@@ -139,6 +139,10 @@ class Stream {
       if (step.want == Want::read) {
         auto n = co_await next_.read_some(machine_->inbound_space());
         if (!n) co_return n.error();
+        // The peer's end without close_notify, met by a read: truncation, said here rather
+        // than by OpenSSL, which would make it fatal and send the peer a decode_error alert.
+        // The stream stays able to send its own close_notify (a server draining, say).
+        if (*n == 0 && op == Op::read) co_return make_error_code(Errc::truncated);
         machine_->received(*n);
       }
     }
