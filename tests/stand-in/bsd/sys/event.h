@@ -64,6 +64,7 @@ struct kevent {
 #define EV_ADD 0x0001
 #define EV_DELETE 0x0002
 #define EV_CLEAR 0x0020
+#define EV_RECEIPT 0x0040  // the same value on FreeBSD and macOS
 #define EV_ERROR 0x4000
 #define EV_EOF 0x8000
 #define NOTE_TRIGGER 0x01000000
