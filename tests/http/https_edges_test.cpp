@@ -165,7 +165,11 @@ TEST_P(HttpsEdges, AHandshakeCompletingDuringTheDrainIsClosedNotParked) {
   EXPECT_LT(took, 30s) << "run() returned "
                        << std::chrono::duration_cast<std::chrono::seconds>(took).count()
                        << " s after the release: held to the drain's deadline";
-  EXPECT_NE(crt_->block_on(next_read(*a_stream)), "Hello, World!");  // closed, not answered
+  // Ended, not left open: close_notify, or (multishot io_uring, whose ClientHello was taken
+  // before the drain looked) an alert or a truncation; never a read that times out.
+  const std::string end = crt_->block_on(next_read(*a_stream));
+  EXPECT_EQ(end.find("timed out"), std::string::npos) << end;
+  EXPECT_FALSE(end.empty());
   server_.reset();
 }
 
