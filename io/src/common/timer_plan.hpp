@@ -23,17 +23,19 @@
 // worker asleep on the scheduler's semaphore may have been woken by the kernel for that work
 // and wait for a CPU (4 workers on 2 cores under load), while the ring shows no flag and no
 // completion and the scheduler counts it asleep: the clock jumped past the completion it was
-// about to post (BlockingRegionTest.APausedClockDoesNotJumpPastAPendingCompletion/uring, about
-// 1 run in 40 with two copies at once; a longer slice did not help). Such an engine passes the
+// about to post (BlockingRegionTest.APausedClockDoesNotJumpPastAPendingCompletion/uring: 8 of
+// 400 runs with two copies at once and 8 of 400 with four, on 2 cores; a longer slice did not
+// help; 0 of 400 each with the nudge below, runs interleaved with those). Such an engine passes the
 // scheduler as `sleepers`, and the second quiet look, instead of jumping, nudges them
 // (Scheduler::nudge_sleepers(): each sleeper makes a system call, and Linux runs a thread's
 // pending task work on every return from the kernel); the clock jumps at the first quiet look
 // after every nudged sleeper is back (sleepers_nudged()), read before that look's `quiet`: what
 // their task work posted is then in the ring for `quiet` to see, and the watcher's own was run
 // by that look's wait. A sleeper not yet on the semaphore (counted asleep, on its way) makes the
-// nudge refuse, and the next look asks again. Work queued after the nudge by something the
-// runtime did before it went idle does not exist: a loopback send queues the receiver's
-// completion work before it completes itself.
+// nudge refuse, and the next look asks again. What the runtime did before it went idle queues
+// its completion work before the nudge (a loopback send queues the receiver's before the send
+// completes), unless the kernel itself defers it (a receive left to ksoftirqd under load), which
+// no look sees: that is the race below.
 //
 // A thread outside the runtime about to submit is a race no look can close; it only moves the
 // jump.
