@@ -439,7 +439,7 @@ std::size_t EngineCore::reap(int poller, std::int64_t timeout_ns, std::span<sche
     if (n == 0)
       timer_plan_->after_empty_wait(
           plan, [&] { return scheduler_.idle() && !completions_ready(); },
-          completion_work_on_sleepers() ? &scheduler_ : nullptr);
+          plan.paused && completion_work_on_sleepers() ? &scheduler_ : nullptr);
     else
       timer_plan_->reaped();
     // The earliest deadline now (the hint is at least as new as the arm() in before_wait() or a
