@@ -6,7 +6,10 @@
  *                word is (fetch_add/fetch_sub/compare_exchange); with -DDRIVER also bit 31,
  *                the driver bit (dbit), part of the same word: every CAS compares it too.
  *   sleepers_    the LifoSemaphore, as a counting semaphore: release(1) adds a signal (S4),
- *                wait() takes one or blocks (P4). Which waiter wakes (LIFO) does not matter.
+ *                wait() takes one or blocks (P4). Which waiter wakes (LIFO) does not matter,
+ *                nor does nudge() (a paused test clock's Scheduler::nudge_sleepers()): a
+ *                nudged waiter wakes and blocks again inside wait(), taking no signal and
+ *                changing no count here (the semaphore's own tests check that).
  *   queues       lengths only: global_ (gq) and each worker's LocalQueue (lq[i]).
  *   submitter    notify_parked(): S1 push, S2 fence + load, S3 check-and-CAS loop, S4 release.
  *   worker       run_worker(): find_work (own local queue, global queue, steal_work),

@@ -46,6 +46,10 @@ class Scheduler::Parking {
   virtual bool wake(std::uint32_t s, bool* woke, bool handover) noexcept = 0;
   /// stop(), after stopping_ is set: ends every sleep, now and later, of `started` workers.
   virtual void wake_all_for_stop(int started) noexcept = 0;
+  /// Scheduler::nudge_sleepers() and sleepers_nudged(), on any thread (scheduler.hpp); a shape
+  /// whose sleepers need no nudge does nothing.
+  virtual bool nudge_sleepers() noexcept { return true; }
+  virtual bool sleepers_nudged() noexcept { return true; }
 
   /// At the top of every pass of the worker loop, and before its first.
   virtual void begin_pass(Worker&) noexcept {}

@@ -654,6 +654,14 @@ bool Scheduler::idle() const noexcept {
   return unparked_of(idle_state_.load(std::memory_order_acquire)) == 0 && !anything_queued();
 }
 
+bool Scheduler::nudge_sleepers() noexcept {
+  return parking_->nudge_sleepers();
+}
+
+bool Scheduler::sleepers_nudged() noexcept {
+  return parking_->sleepers_nudged();
+}
+
 int Scheduler::parked_workers() const noexcept {
   const int unparked = static_cast<int>(unparked_of(idle_state_.load(std::memory_order_relaxed)));
   const int parked = started_.load(std::memory_order_acquire) - unparked;

@@ -71,6 +71,21 @@ void Scheduler::SharedParking::wake_all_for_stop(int started) noexcept {
   unpark_driver();  // a worker waiting in the driver has no deadline of ours
 }
 
+bool Scheduler::SharedParking::nudge_sleepers() noexcept {
+  // Only while nothing is counted awake: then no wake is pending (a counted wake counts as
+  // unparked), so every worker counted asleep is the driver's sleeper or on its way to the
+  // semaphore or on it, and the nudge must find all of the latter on it. One still on its way
+  // (counted at P1, not yet registered) is a thread in user space that the kernel may owe task
+  // work; the semaphore refuses, and the caller asks again at its next look. A count that moves
+  // meanwhile makes the semaphore refuse too, or makes the caller's next look not idle. No
+  // change to the counts or to S1-S4/P1-P4: the nudged stay inside the semaphore's wait(), as
+  // a chosen waiter whose signal was taken does (what park_notify.pml's semaphore abstracts).
+  const std::uint32_t s = s_.idle_state_.load(std::memory_order_seq_cst);
+  if (unparked_of(s) != 0) return false;
+  const int asleep = s_.started_.load(std::memory_order_acquire) - (driver_asleep(s) ? 1 : 0);
+  return asleep >= 0 && sleepers_.nudge(static_cast<std::uint32_t>(asleep));
+}
+
 void Scheduler::SharedParking::park(Worker& w) noexcept {
   // D1: the worker that gets the poll right sleeps in the driver instead of on the semaphore,
   // and says so in the same step that counts it asleep, so a waker always knows where it is.

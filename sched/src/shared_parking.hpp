@@ -16,6 +16,8 @@ class Scheduler::SharedParking final : public Scheduler::Parking {
   void park(Worker& w) noexcept override;
   bool wake(std::uint32_t s, bool* woke, bool handover) noexcept override;
   void wake_all_for_stop(int started) noexcept override;
+  bool nudge_sleepers() noexcept override;
+  bool sleepers_nudged() noexcept override { return sleepers_.nudged(); }
   // Takes the poll right if free, looks into the driver without waiting, hands out what it
   // found and releases the right; false if the right was taken.
   bool look(Worker& w, bool inside_item) noexcept override;

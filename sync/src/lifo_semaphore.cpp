@@ -1,6 +1,7 @@
 #include "arbor/sync/lifo_semaphore.hpp"
 
 #include <cassert>
+#include <thread>
 
 #include "arbor/sync/thread_blocker.hpp"
 
@@ -36,6 +37,10 @@ ThreadBlocker& this_thread_blocker() noexcept {
 struct LifoSemaphore::Waiter {
   ThreadBlocker* blocker;
   Waiter* below = nullptr;
+  // Set by nudge() under the mutex while we are off the stack and chosen; read by us after our
+  // blocker's wake (its release/acquire orders the write before the read), cleared by us under
+  // the mutex before we re-push, so nobody writes it concurrently.
+  bool nudged = false;
 };
 
 LifoSemaphore::LifoSemaphore(std::uint32_t initial_signals) noexcept
@@ -85,10 +90,18 @@ void LifoSemaphore::wait() noexcept {
 
   for (;;) {
     self.blocker->wait();
+    // Nudged: through the kernel once more before we count as back. Our wait() above may have
+    // returned without a system call (the wake came before we slept); a yield is one, and the
+    // return from it runs whatever the kernel queued for this thread (see the top of the file).
+    if (self.nudged) std::this_thread::yield();
     // We were chosen by a release: stop counting as chosen, then take a signal if one is still
     // there (another thread's try_wait() may have taken it meanwhile) or park again, still a
     // waiter.
     std::lock_guard lock(stack_mutex_);
+    if (self.nudged) {
+      self.nudged = false;
+      --nudged_out_;
+    }
     std::uint64_t s = state_.load(std::memory_order_relaxed);
     for (;;) {
       Counts c = unpack(s);
@@ -162,6 +175,47 @@ void LifoSemaphore::release(std::uint32_t n) noexcept {
     to_wake = w->below;
     w->blocker->wake();
   }
+}
+
+bool LifoSemaphore::nudge(std::uint32_t expected) noexcept {
+  Waiter* to_wake = nullptr;
+  {
+    std::lock_guard lock(stack_mutex_);
+    if (nudged_out_ != 0) return false;
+    // Choose them all, as a release of `waiters` signals would, but add no signal: each finds
+    // none for itself (unless a release adds one meanwhile, which the waiter takes: a release
+    // counts chosen waiters as the ones to take its signals, so it wakes nobody more).
+    std::uint64_t s = state_.load(std::memory_order_relaxed);
+    for (;;) {
+      Counts c = unpack(s);
+      if (c.waiters != expected || c.signaled_to_wake != 0) return false;
+      c.signaled_to_wake = c.waiters;
+      if (state_.compare_exchange_weak(s, pack(c), std::memory_order_relaxed,
+                                       std::memory_order_relaxed))
+        break;
+    }
+    // The whole stack: it holds waiters - signaled_to_wake threads, all of them now.
+    to_wake = top_;
+    top_ = nullptr;
+    for (Waiter* w = to_wake; w != nullptr; w = w->below) {
+      w->nudged = true;
+      ++nudged_out_;
+    }
+  }
+  // Outside the lock, as release() does (its comment says why the records stay valid).
+  while (to_wake != nullptr) {
+    Waiter* w = to_wake;
+    to_wake = w->below;
+    w->blocker->wake();
+  }
+  return true;
+}
+
+bool LifoSemaphore::nudged() noexcept {
+  // Under the mutex: a waiter's decrement comes after its system call, so what the kernel did
+  // for it on the way back (a CQE posted) happens-before our return.
+  std::lock_guard lock(stack_mutex_);
+  return nudged_out_ == 0;
 }
 
 }  // namespace arbor::sync

@@ -207,5 +207,131 @@ TEST(LifoSemaphore, NoLostWakeupsUnderRandomInterleavings) {
   EXPECT_EQ(c.signals, 0u);
 }
 
+// Waits (yielding, bounded) until every waiter the last nudge() woke is back.
+void await_nudged(LifoSemaphore& sem) {
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (!sem.nudged()) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "a nudged waiter never came back";
+    std::this_thread::yield();
+  }
+}
+
+// nudge() (a paused test clock's, Scheduler::nudge_sleepers()) wakes every parked waiter once
+// and gives none a signal: each parks again, and the counts are as before. It refuses a count
+// that is not the number parked, and a second nudge while the first is out.
+TEST(LifoSemaphore, ANudgeWakesEveryWaiterOnceAndEachParksAgain) {
+  LifoSemaphore sem;
+  constexpr int kThreads = 3;
+  std::atomic<int> returned{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      sem.wait();
+      returned.fetch_add(1);
+    });
+  await_waiters(sem, kThreads);
+  EXPECT_FALSE(sem.nudge(kThreads - 1)) << "one more is parked than the caller counts";
+  EXPECT_TRUE(sem.nudged()) << "a refused nudge wakes nobody";
+  ASSERT_TRUE(sem.nudge(kThreads));
+  await_nudged(sem);
+  auto c = sem.counts();
+  EXPECT_EQ(c.waiters, kThreads);
+  EXPECT_EQ(c.signaled_to_wake, 0);
+  EXPECT_EQ(c.signals, 0u);
+  EXPECT_EQ(returned.load(), 0) << "a nudge is not a signal";
+  // Parked again, on the stack: a release still finds each.
+  sem.release(kThreads);
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(returned.load(), kThreads);
+}
+
+// A release while nudged waiters are still on their way back is not lost: it counts them as
+// the ones to take its signal, and one of them does.
+TEST(LifoSemaphore, AReleaseDuringANudgeIsTakenByANudgedWaiter) {
+  LifoSemaphore sem;
+  constexpr int kThreads = 3;
+  std::atomic<int> returned{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i)
+    threads.emplace_back([&] {
+      sem.wait();
+      returned.fetch_add(1);
+    });
+  await_waiters(sem, kThreads);
+  ASSERT_TRUE(sem.nudge(kThreads));
+  sem.release(1);
+  await_nudged(sem);
+  auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (returned.load() != 1) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline) << "the release was lost";
+    std::this_thread::yield();
+  }
+  await_waiters(sem, kThreads - 1);
+  sem.release(kThreads - 1);
+  for (auto& t : threads)
+    t.join();
+  EXPECT_EQ(returned.load(), kThreads);
+  auto c = sem.counts();
+  EXPECT_EQ(c.waiters, 0);
+  EXPECT_EQ(c.signaled_to_wake, 0);
+  EXPECT_EQ(c.signals, 0u);
+}
+
+// The random interleavings above with a thread nudging whoever is parked as often as it can:
+// every signal is still consumed exactly once, and nobody sleeps through one.
+TEST(LifoSemaphore, NudgesLoseNoWakeups) {
+  LifoSemaphore sem;
+  constexpr std::uint64_t kSignals = 50'000;
+  constexpr int kConsumers = 4;
+  std::atomic<std::uint64_t> consumed{0};
+  std::atomic<bool> done{false};
+  std::atomic<std::uint64_t> nudges{0};
+  std::vector<std::thread> consumers;
+  for (int c = 0; c < kConsumers; ++c) {
+    consumers.emplace_back([&, c] {
+      std::minstd_rand rng(static_cast<unsigned>(c + 1));
+      for (;;) {
+        if (rng() % 2 == 0 || !sem.try_wait()) sem.wait();
+        if (done.load(std::memory_order_acquire)) return;  // an exit signal
+        consumed.fetch_add(1, std::memory_order_relaxed);
+      }
+    });
+  }
+  std::thread nudger([&] {
+    while (!done.load(std::memory_order_acquire)) {
+      if (sem.nudge(sem.counts().waiters)) nudges.fetch_add(1, std::memory_order_relaxed);
+      std::this_thread::yield();
+    }
+  });
+  std::minstd_rand rng(99);
+  for (std::uint64_t released = 0; released < kSignals;) {
+    auto n =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>(1 + rng() % 3, kSignals - released));
+    sem.release(n);
+    released += n;
+    if (rng() % 8 == 0) std::this_thread::yield();
+  }
+  auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (consumed.load() < kSignals) {
+    ASSERT_LT(std::chrono::steady_clock::now(), deadline)
+        << "consumed " << consumed.load() << " of " << kSignals << ": a wakeup was lost";
+    std::this_thread::yield();
+  }
+  EXPECT_EQ(consumed.load(), kSignals);
+  done.store(true, std::memory_order_release);
+  nudger.join();
+  sem.release(kConsumers);
+  for (auto& t : consumers)
+    t.join();
+  EXPECT_EQ(consumed.load(), kSignals) << "a signal was counted twice";
+  EXPECT_GT(nudges.load(), 0u);
+  auto c = sem.counts();
+  EXPECT_EQ(c.waiters, 0);
+  EXPECT_EQ(c.signaled_to_wake, 0);
+  EXPECT_EQ(c.signals, 0u);
+  EXPECT_TRUE(sem.nudged());
+}
+
 }  // namespace
 }  // namespace arbor::sync

@@ -437,7 +437,9 @@ std::size_t EngineCore::reap(int poller, std::int64_t timeout_ns, std::span<sche
   // earlier one woke us and re-armed, so the next wait is a poll and hands it over.
   if (plan.deadline != TimerPlan::kNever) {
     if (n == 0)
-      timer_plan_->after_empty_wait(plan, plan.paused && scheduler_.idle() && !completions_ready());
+      timer_plan_->after_empty_wait(
+          plan, [&] { return scheduler_.idle() && !completions_ready(); },
+          plan.paused && completion_work_on_sleepers() ? &scheduler_ : nullptr);
     else
       timer_plan_->reaped();
     // The earliest deadline now (the hint is at least as new as the arm() in before_wait() or a

@@ -67,6 +67,10 @@ class EngineCore : public Engine {
   /// A hint for a paused clock's jump (common/timer_plan.hpp): whether the kernel or a request
   /// queue holds something for this engine that no wait has reaped yet. Any thread; a few loads.
   virtual bool completions_ready() const noexcept { return false; }
+  /// Whether the kernel may run this engine's completion work on a worker asleep on the
+  /// scheduler's semaphore, where completions_ready() cannot see it: then a paused clock
+  /// nudges the sleepers before it jumps (timer_plan.hpp; io_uring's shared ring).
+  virtual bool completion_work_on_sleepers() const noexcept { return false; }
 
   /// Delivers events to the scheduler as trees (or runs them here in inline mode). With
   /// `keep_first` on a worker, the first tree goes to that worker's own queue.

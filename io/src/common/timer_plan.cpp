@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "arbor/io/clock.hpp"
+#include "arbor/sched/scheduler.hpp"
 #include "common/timer_queue.hpp"
 
 namespace arbor::io {
@@ -28,19 +29,29 @@ TimerPlan::Wait TimerPlan::before_wait(std::int64_t requested_ns, bool idle) noe
   return w;
 }
 
-bool TimerPlan::after_empty_wait(const Wait& w, bool quiet) noexcept {
-  // A busy worker's look between its items: it is awake, so never quiet, and no watcher's look
-  // either. Counting it would start over every time (a livelock of looks, with nobody parked
-  // long enough to be seen quiet twice).
-  if (w.look) return false;
-  if (w.deadline == kNever || !w.paused || !quiet) {
+bool TimerPlan::sleepers_back(sched::Scheduler* sleepers) noexcept {
+  return sleepers != nullptr && nudged_.load(std::memory_order_relaxed) &&
+         sleepers->sleepers_nudged();
+}
+
+bool TimerPlan::settle(bool quiet, sched::Scheduler* sleepers, bool back) noexcept {
+  if (!quiet) {  // a look that is not quiet starts over
     reaped();
     return false;
   }
-  if (!quiet_look_.exchange(false, std::memory_order_relaxed)) {
+  if (!quiet_look_.load(std::memory_order_relaxed)) {
     quiet_look_.store(true, std::memory_order_relaxed);  // the first: look again in a slice
     return false;
   }
+  if (sleepers != nullptr && !back) {
+    // The second: nudge the sleepers (refused while one is on its way to sleep: the next look
+    // asks again), then wait for them, looking every slice, for as long as every look is quiet.
+    if (!nudged_.load(std::memory_order_relaxed) && sleepers->nudge_sleepers())
+      nudged_.store(true, std::memory_order_relaxed);
+    return false;
+  }
+  quiet_look_.store(false, std::memory_order_relaxed);
+  nudged_.store(false, std::memory_order_relaxed);
   // The next deadline now, not the one armed before the wait: a task may have added an earlier
   // one and parked since (jumping to the armed one skipped it past its deadline:
   // TestClockTest.SleepsWakeExactlyAtTheirDeadlinesInOrder).

@@ -207,6 +207,11 @@ class UringEngine final : public EngineCore {
   void on_poller_stop(int poller) noexcept override;
   void backend_counters(EngineCounters& counters) const noexcept override;
   bool completions_ready() const noexcept override;
+  // Workers mode: the shared ring's completion work runs on whichever worker submitted the
+  // request (ring.cpp's set-up table).
+  bool completion_work_on_sleepers() const noexcept override {
+    return options().io_mode == IoMode::workers;
+  }
   void earlier_deadline() noexcept override;
   void on_drivers_detached() noexcept override;
 

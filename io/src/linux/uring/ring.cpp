@@ -56,7 +56,12 @@ constexpr RingSetup kWorkerRingSetups[] = {
 // With TASKRUN_FLAG, as a worker's own ring has it: the flag is what shows another thread that a
 // submitter has completion work pending that no CQE shows yet, which a paused clock must not
 // jump past (UringEngine::completions_ready(); BlockingRegionTest.APausedClockDoesNotJumpPast-
-// APendingCompletion failed 7 of 30 in this mode under load without it). Its cost: the flag is
+// APendingCompletion failed 7 of 30 in this mode under load without it). It is not enough on
+// its own: the flag is per ring and any submitter that runs its own work clears it, while
+// another's (a multishot receive's, on the worker that armed it, asleep on the scheduler's
+// semaphore and woken by the kernel for it) still waits for a CPU. So a paused clock also
+// nudges the sleepers through the kernel before it jumps (common/timer_plan.hpp; the test
+// failed 8 of 400 runs with two copies at once before, 0 of 400 after). Its cost: the flag is
 // per ring, so with liburing an empty look enters the kernel whenever any worker has work
 // pending, and runs only its own (6-8 % more enters, measured when workers mode was the
 // default; rings are io_uring's default now).

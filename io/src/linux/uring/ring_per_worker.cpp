@@ -242,10 +242,10 @@ again:
   // between its reap and its dispatch, and nothing ready in any ring.
   if (watching && plan.deadline != kNever) {
     if (n == 0)
-      timer_plan().after_empty_wait(
-          plan, plan.paused &&
-                    rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
-                    scheduler().idle() && !completions_ready());
+      timer_plan().after_empty_wait(plan, [&] {
+        return rings_in_hand_.load(std::memory_order_seq_cst) == (w.in_hand_ ? 1 : 0) &&
+               scheduler().idle() && !completions_ready();
+      });
     else
       timer_plan().reaped();
   }

@@ -98,6 +98,19 @@ class Scheduler {
   /// Every worker parked (the driver's waiter counts as parked) and nothing queued (racy: a
   /// submit from another thread may be on its way). A paused test clock jumps only then.
   bool idle() const noexcept;
+  /// For a paused test clock only (io's TimerPlan, before it jumps): wakes every worker asleep
+  /// on the shared sleepers' semaphore once, without counting it awake; each makes a system
+  /// call and sleeps again (sync::LifoSemaphore::nudge()). On Linux a thread runs its pending
+  /// kernel task work on every return from the kernel, so once sleepers_nudged() says yes,
+  /// the completion work io_uring queued for requests those workers submitted is done: a
+  /// shared ring runs it on the submitter, which may be a sleeper the kernel woke for it and
+  /// that waits for a CPU, with nothing in the ring to show it. False (nobody woken) unless
+  /// every worker is parked and each, but the one in the driver, is asleep on the semaphore
+  /// (one may be between its count and its sleep): ask again later. With
+  /// per_worker_parking nothing is done (true): each worker sleeps in its own driver.
+  bool nudge_sleepers() noexcept;
+  /// True once every worker the last nudge_sleepers() woke has made its system call since.
+  bool sleepers_nudged() noexcept;
 
   /// From now on an idle worker waits in `driver` while it holds its poll right (see
   /// driver.hpp). The driver must stay valid until detach_driver() returns. At most one driver

@@ -24,6 +24,16 @@
 // happen in one critical section, so a release can never count a waiter it cannot find: no
 // lost wakeups. Wakes are delivered after the mutex is dropped, through each waiter's
 // ThreadBlocker.
+//
+// nudge() is for a paused test clock only (arbor::io::TimerPlan): it chooses every parked
+// waiter as a release would, but adds no signal, so each wakes, finds no signal of its own and
+// parks again — the "chosen waiter finds its signal gone" case above, so the counts and the
+// invariant are those of a release. What it adds is a promise about the kernel: a nudged waiter
+// makes a system call (its futex wait returns, and it yields once more in case the wake found
+// it not yet asleep) before it counts as back, under the mutex, and nudged() says when all are
+// back. On Linux a thread runs its pending task work (io_uring's completion work for requests
+// it submitted) on every return from the kernel, so once nudged() says yes, that work is done.
+// Outside a nudge a waiter reads one flag of its own record; nothing shared is written.
 #pragma once
 
 #include <atomic>
@@ -57,12 +67,22 @@ class LifoSemaphore {
   /// A racy snapshot of the counts, for tests and metrics.
   Counts counts() const noexcept;
 
+  /// Wakes every parked waiter once without giving it a signal, if exactly `expected` threads
+  /// are parked, none of them chosen yet, and no earlier nudge is outstanding; false (nobody
+  /// woken) otherwise. Each goes through the kernel and parks again, or takes a signal a
+  /// release made meanwhile. For a paused test clock; see the top of this file.
+  bool nudge(std::uint32_t expected) noexcept;
+  /// True once every waiter the last nudge() woke has been through the kernel since and is
+  /// parked again or has returned from wait().
+  bool nudged() noexcept;
+
  private:
   struct Waiter;
 
   std::atomic<std::uint64_t> state_;
   std::mutex stack_mutex_;
-  Waiter* top_ = nullptr;  // guarded by stack_mutex_
+  Waiter* top_ = nullptr;         // guarded by stack_mutex_
+  std::uint32_t nudged_out_ = 0;  // nudged waiters not back yet; guarded by stack_mutex_
 };
 
 }  // namespace arbor::sync
