@@ -242,5 +242,73 @@ TEST(Scheduler, SecondQueuedItemWakesASleeperWhileItsParentRuns) {
   }
 }
 
+// nudge_sleepers() (a paused test clock's, before it jumps) is refused while a worker is
+// counted awake, and on an idle scheduler wakes the semaphore's sleepers without counting them
+// awake: each comes back to sleep (sleepers_nudged()), and a later item still wakes one.
+TEST(SchedulerNudge, RefusedWhileAWorkerRunsAndTheNudgedComeBackAsleep) {
+  Scheduler s(SchedulerOptions{.workers = 3});
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == 3; }));
+  std::atomic<bool> release{false};
+  Countdown started(1), done(2);
+  FnItem blocker([&](Disposition) {
+    started.count_down();
+    while (!release.load()) std::this_thread::yield();
+    done.count_down();
+  });
+  ASSERT_TRUE(s.submit(blocker));
+  ASSERT_TRUE(started.wait());
+  EXPECT_FALSE(s.nudge_sleepers()) << "nudged while a worker runs an item";
+  release.store(true);
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == 3 && s.idle(); }));
+  ASSERT_TRUE(eventually([&] { return s.nudge_sleepers(); }));
+  ASSERT_TRUE(eventually([&] { return s.sleepers_nudged(); }));
+  EXPECT_EQ(s.parked_workers(), 3);
+  FnItem item([&](Disposition) { done.count_down(); });
+  ASSERT_TRUE(s.submit(item));
+  ASSERT_TRUE(done.wait());
+}
+
+// Items submitted in bursts from outside (so the workers park between them) while another
+// thread nudges the sleepers as often as it can: every item runs exactly once, none waits for
+// a wake that a nudge swallowed, and the workers end asleep with nothing nudged outstanding.
+TEST(SchedulerNudge, NudgingInALoopLosesNoWork) {
+  constexpr int kItems = 40'000;
+  constexpr int kBurst = 64;
+  Scheduler s(SchedulerOptions{.workers = 4});
+  Countdown done(kItems);
+  auto items = std::make_unique<CountingItem[]>(kItems);
+  for (int i = 0; i < kItems; ++i)
+    items[i].done = &done;
+  std::atomic<bool> stop_nudging{false};
+  std::atomic<std::uint64_t> nudges{0};
+  std::thread nudger([&] {
+    while (!stop_nudging.load(std::memory_order_acquire)) {
+      if (s.nudge_sleepers()) nudges.fetch_add(1, std::memory_order_relaxed);
+      s.sleepers_nudged();
+      std::this_thread::yield();
+    }
+  });
+  for (int i = 0; i < kItems; ++i) {
+    ASSERT_TRUE(s.submit(items[i]));
+    if (i % kBurst == kBurst - 1) {
+      // Let the workers drain and park, so that nudges find sleepers.
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(200);
+      while (std::chrono::steady_clock::now() < until) std::this_thread::yield();
+    }
+  }
+  ASSERT_TRUE(done.wait(std::chrono::seconds(60))) << done.left() << " items never ran";
+  stop_nudging.store(true, std::memory_order_release);
+  nudger.join();
+  int wrong = 0;
+  for (int i = 0; i < kItems; ++i)
+    wrong += items[i].runs.load() != 1;
+  EXPECT_EQ(wrong, 0);
+  EXPECT_GT(nudges.load(), 0u);
+  ASSERT_TRUE(eventually([&] { return s.sleepers_nudged(); }));
+  ASSERT_TRUE(eventually([&] { return s.parked_workers() == 4; }));
+  EXPECT_EQ(s.stop(), 0u);
+  EXPECT_EQ(s.counters().run, static_cast<std::uint64_t>(kItems));
+}
+
 }  // namespace
 }  // namespace arbor::sched
