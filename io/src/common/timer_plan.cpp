@@ -13,7 +13,14 @@ TimerPlan::Wait TimerPlan::before_wait(std::int64_t requested_ns, bool idle) noe
   w.timeout_ns = requested_ns;
   w.look = requested_ns == 0;
   w.deadline = timers_.arm();
-  if (w.deadline == kNever) return w;
+  if (w.deadline == kNever) {
+    // No timer: no round of looks spans this wait (the caller reports nothing after it), so a
+    // round a cancelled timer left half done starts over at the next deadline instead of jumping
+    // on its stale first look and nudge (TimerPlan.ANewDeadlineAfterACancelledRoundStartsOver-
+    // AtTheFirstLook). reaped() loads before it writes: no shared write with the clock running.
+    reaped();
+    return w;
+  }
   w.paused = clock_paused();
   // Not deadline - now: for a deadline near time_point::min() that wrapped to centuries, and the
   // poller slept past a timeout long due
