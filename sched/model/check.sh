@@ -23,7 +23,8 @@
 #   - poll_right_release.pml: release_poll_right()'s store and S2 fence must pass under
 #     x86-TSO; without the fence (-DNO_FENCE) the parker must be stranded;
 #   - spare_start.pml: a spare counted as started before its thread runs must leave no item
-#     stranded by an outside submit; counted after (-DPUBLISH_AFTER_START), it must.
+#     stranded by an outside submit; counted after (-DPUBLISH_AFTER_START), it must;
+#   - lifo_nudge.pml: sync::LifoSemaphore with nudge() loses nobody; two mutants must fail.
 # Needs only spin and a C compiler (CC, default cc). pan's files go to a temporary directory.
 # Runs MODEL_JOBS (default 2) checks at a time; pan is built with PAN_CFLAGS (default -O0:
 # at these sizes compiling pan.c with -O2 costs more than the faster search gains).
@@ -140,6 +141,16 @@ check_alone() {
   while [[ $(jobs -rp | wc -l) -gt 0 ]]; do sleep 0.2; done
   JOBS=$jobs
 }
+
+# sync::LifoSemaphore with nudge() (the paused clock's pass of every sleeper through the kernel):
+# the counts and the stack stay consistent and nobody is lost; the two mutants must fail.
+MODEL=lifo_nudge.pml
+check pass "semaphore nudge, 3 waiters, a releaser, a thief, 2 nudges: nobody lost" -- -DSAFETY --
+check "assert:((stack_n+C)==W)" "semaphore nudge, NUDGE_CHOOSES_NOBODY: the counts break" \
+  -DBUG_NUDGE_CHOOSES_NOBODY -- -DSAFETY --
+check "assert:(((((S==0)&&(W==0))&&(C==0))&&(nudged_out==0))&&(stack_n==0))" \
+  "semaphore nudge, DECREMENT_ONLY_ON_REPARK: a nudge never ends" \
+  -DBUG_DECREMENT_ONLY_ON_REPARK -- -DSAFETY --
 
 report_all() {
   local passed=0 failed=0 i
@@ -274,5 +285,15 @@ check pass "spare start, started_ before the thread: an outside submit wakes the
   -- --
 check "assert:( !(submitted)||ran)" \
   "spare start, started_ after the thread: finds the item stranded" -DPUBLISH_AFTER_START -- --
+
+# sync::LifoSemaphore with nudge() (the paused clock's pass of every sleeper through the kernel):
+# the counts and the stack stay consistent and nobody is lost; the two mutants must fail.
+MODEL=lifo_nudge.pml
+check pass "semaphore nudge, 3 waiters, a releaser, a thief, 2 nudges: nobody lost" -- -DSAFETY --
+check "assert:((stack_n+C)==W)" "semaphore nudge, NUDGE_CHOOSES_NOBODY: the counts break" \
+  -DBUG_NUDGE_CHOOSES_NOBODY -- -DSAFETY --
+check "assert:(((((S==0)&&(W==0))&&(C==0))&&(nudged_out==0))&&(stack_n==0))" \
+  "semaphore nudge, DECREMENT_ONLY_ON_REPARK: a nudge never ends" \
+  -DBUG_DECREMENT_ONLY_ON_REPARK -- -DSAFETY --
 
 report_all

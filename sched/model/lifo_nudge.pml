@@ -18,7 +18,7 @@
  * S = W = C = nudged_out = 0 (a lost wakeup is a waiter blocked forever: an invalid end
  * state).
  *   spin -a lifo_nudge.pml && cc -O1 -DSAFETY -o pan pan.c && ./pan -m100000
- * passes (about 5.3 million states). Mutants that must fail: -DBUG_NUDGE_CHOOSES_NOBODY (the
+ * (sched/model/check.sh runs it, with the mutants) passes (about 5.3 million states). Mutants that must fail: -DBUG_NUDGE_CHOOSES_NOBODY (the
  * nudge pops without counting the popped as chosen) and -DBUG_DECREMENT_ONLY_ON_REPARK (a
  * nudged waiter that takes a signal keeps nudged_out_ up: nudged() never true again).
  */
