@@ -109,12 +109,16 @@ template <class Allocator = std::allocator<void>>
 class basic_executor {
  public:
   basic_executor(const basic_executor& other) noexcept
-      : context_(other.context_), state_(other.state_), allocator_(other.allocator_),
+      : context_(other.context_),
+        state_(other.state_),
+        allocator_(other.allocator_),
         bits_(other.bits_) {
     if (bits_ & detail::kTracked) state_->work_started();
   }
   basic_executor(basic_executor&& other) noexcept
-      : context_(other.context_), state_(other.state_), allocator_(std::move(other.allocator_)),
+      : context_(other.context_),
+        state_(other.state_),
+        allocator_(std::move(other.allocator_)),
         bits_(other.bits_) {
     other.bits_ &= ~detail::kTracked;  // the work moves with it
   }
@@ -172,8 +176,7 @@ class basic_executor {
     return (bits_ & detail::kContinuation)
                ? boost::asio::execution::relationship_t(
                      boost::asio::execution::relationship.continuation)
-               : boost::asio::execution::relationship_t(
-                     boost::asio::execution::relationship.fork);
+               : boost::asio::execution::relationship_t(boost::asio::execution::relationship.fork);
   }
   constexpr boost::asio::execution::outstanding_work_t query(
       boost::asio::execution::outstanding_work_t) const noexcept {

@@ -29,6 +29,7 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/prefer.hpp>
+#include <boost/beast/core/role.hpp>  // an enum: Beast's teardown hooks take it
 #include <boost/system/error_code.hpp>
 #include <cstddef>
 #include <new>
@@ -81,8 +82,8 @@ class StreamCore {
     }
   };
 
-  StreamCore(const executor_type& executor, TcpStream socket)
-      : socket(std::move(socket)), executor(executor) {
+  StreamCore(const executor_type& io_executor, TcpStream tcp)
+      : socket(std::move(tcp)), executor(io_executor) {
     read.reading = true;
     read.core = this;
     write.core = this;
@@ -134,9 +135,9 @@ class StreamCore {
     slot.busy.store(false, std::memory_order_release);
     auto executor = boost::asio::get_associated_executor(handler, core->executor);
     if (started_inline)
-      boost::asio::post(executor, bind_handler(std::move(handler), ec, n));
+      boost::asio::post(executor, bind_result(std::move(handler), ec, n));
     else
-      boost::asio::dispatch(executor, bind_handler(std::move(handler), ec, n));
+      boost::asio::dispatch(executor, bind_result(std::move(handler), ec, n));
     core->release();  // the operation's reference: the handler may have dropped the owner's
   }
 
@@ -159,7 +160,7 @@ class StreamCore {
   template <class Handler>
   void refuse(Handler&& handler, boost::system::error_code ec) {
     auto ex = boost::asio::get_associated_executor(handler, executor);
-    boost::asio::post(ex, bind_handler(std::move(handler), ec, std::size_t{0}));
+    boost::asio::post(ex, bind_result(std::move(handler), ec, std::size_t{0}));
   }
 
   TcpStream socket;
@@ -257,8 +258,8 @@ class Stream {
         return core->refuse(std::move(handler),
                             make_error_code(boost::system::errc::device_or_resource_busy));
       core->start(core->read, std::move(handler), [&](io::Operation& op) {
-        return core->socket.start_receive(
-            op, {static_cast<std::byte*>(first.data()), first.size()});
+        return core->socket.start_receive(op,
+                                          {static_cast<std::byte*>(first.data()), first.size()});
       });
     }
   };
@@ -295,22 +296,25 @@ class Stream {
   detail::StreamCore* core_;
 };
 
-/// Beast's WebSocket teardown for a Stream (found by argument-dependent lookup; Role is
-/// boost::beast::role_type, a template here so this header needs no Beast): sends FIN and
-/// closes. The close handshake has already happened by then.
-template <class Role>
-void teardown(Role, Stream& stream, boost::system::error_code& ec) {
+/// Beast's close_socket hook (its timeouts and failures close the lowest layer this way).
+inline void beast_close_socket(Stream& stream) noexcept {
+  stream.close();
+}
+
+/// Beast's WebSocket teardown for a Stream (found by argument-dependent lookup): sends FIN
+/// and closes. The close handshake has already happened by then.
+inline void teardown(boost::beast::role_type, Stream& stream, boost::system::error_code& ec) {
   stream.shutdown_write(ec);
   stream.close();
   ec = {};
 }
-template <class Role, class Handler>
-void async_teardown(Role, Stream& stream, Handler&& handler) {
+template <class Handler>
+void async_teardown(boost::beast::role_type, Stream& stream, Handler&& handler) {
   boost::system::error_code ec;
   stream.shutdown_write(ec);
   stream.close();
   auto ex = boost::asio::get_associated_executor(handler, stream.get_executor());
-  boost::asio::post(ex, detail::bind_handler(std::move(handler), boost::system::error_code{}));
+  boost::asio::post(ex, detail::bind_result(std::move(handler), boost::system::error_code{}));
 }
 
 }  // namespace arbor::asio

@@ -180,8 +180,8 @@ class Waiter {
     unsigned current = state_.load(std::memory_order_acquire);
     do {
       if (current & kHandlerDone) return false;
-    } while (!state_.compare_exchange_weak(current, current | kCancelPosted,
-                                           std::memory_order_acq_rel));
+    } while (
+        !state_.compare_exchange_weak(current, current | kCancelPosted, std::memory_order_acq_rel));
     return true;
   }
 
@@ -269,10 +269,12 @@ class Awaitable : public Waiter<typename OutcomeOf<Signature>::type> {
  public:
   template <class I, class... A>
   Awaitable(Object* object, I&& initiation, A&&... args)
-      : object_(object), initiation_(std::forward<I>(initiation)),
+      : object_(object),
+        initiation_(std::forward<I>(initiation)),
         args_(std::forward<A>(args)...) {}
   Awaitable(Awaitable&& other) noexcept(std::is_nothrow_move_constructible_v<Initiation>)
-      : object_(other.object_), initiation_(std::move(other.initiation_)),
+      : object_(other.object_),
+        initiation_(std::move(other.initiation_)),
         args_(std::move(other.args_)) {}
 
   bool await_ready() const noexcept { return false; }
@@ -300,8 +302,7 @@ class Awaitable : public Waiter<typename OutcomeOf<Signature>::type> {
     // awaitable go) on another thread before the initiation returns.
     auto initiation = std::move(initiation_);
     auto args = std::move(args_);
-    std::apply(
-        [&](auto&... a) { std::move(initiation)(Handler(this), std::move(a)...); }, args);
+    std::apply([&](auto&... a) { std::move(initiation)(Handler(this), std::move(a)...); }, args);
     return true;
   }
   typename OutcomeT::type await_resume() {

@@ -18,7 +18,7 @@ struct BoundHandler {
 };
 
 template <class Handler, class... Args>
-BoundHandler<Handler, std::decay_t<Args>...> bind_handler(Handler&& handler, Args&&... args) {
+BoundHandler<Handler, std::decay_t<Args>...> bind_result(Handler&& handler, Args&&... args) {
   return {std::move(handler), {std::forward<Args>(args)...}};
 }
 
