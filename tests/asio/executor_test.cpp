@@ -55,26 +55,25 @@ struct Counted {
 TEST(AsioExecutor, PostRunsOnAWorkerAndNeverInlineDispatchRunsInlineOnAWorker) {
   auto rt = runtime_with(1);  // one worker: what is queued cannot run before the poster returns
   arbor::asio::Context ctx(*rt);
-  std::promise<std::vector<int>> done;
-  net::post(ctx, [&] {
-    std::vector<int> seen;
+  std::vector<int> seen;  // written by the first handler, read once the last has run
+  std::atomic<int> later{0};
+  std::promise<void> done;
+  const auto one_later = [&] {
     seen.push_back(on_worker(*rt) ? 1 : 0);
-    bool posted_ran = false;
-    net::post(ctx, [&, p = &posted_ran] { *p = true; });
-    seen.push_back(posted_ran ? 1 : 0);  // 0: queued behind us
+    if (later.fetch_add(1) == 1) done.set_value();
+  };
+  net::post(ctx, [&] {
+    seen.push_back(on_worker(*rt) ? 1 : 0);
+    net::post(ctx, one_later);
+    seen.push_back(later.load());  // 0: queued behind us
     bool dispatched_ran = false;
     net::dispatch(ctx, [&] { dispatched_ran = true; });
     seen.push_back(dispatched_ran ? 1 : 0);  // 1: inline, we are on a worker
-    bool deferred_ran = false;
-    net::defer(ctx, [&, d = &deferred_ran] { *d = true; });
-    seen.push_back(deferred_ran ? 1 : 0);  // 0: queued
-    // The post and the defer run after us (both before this last one, queued later).
-    net::post(ctx, [&, seen, p = &posted_ran, d = &deferred_ran]() mutable {
-      seen.push_back(*p && *d ? 1 : 0);
-      done.set_value(seen);
-    });
+    net::defer(ctx, one_later);
+    seen.push_back(later.load());  // 0: queued too
   });
-  EXPECT_EQ(done.get_future().get(), (std::vector<int>{1, 0, 1, 0, 1}));
+  done.get_future().get();
+  EXPECT_EQ(seen, (std::vector<int>{1, 0, 1, 0, 1, 1}));  // then both ran, on the worker
   ctx.wait_idle();
 }
 
