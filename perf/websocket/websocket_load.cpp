@@ -146,7 +146,8 @@ int main(int argc, char** argv) {
   const double elapsed = std::chrono::duration<double>(Clock::now() - start).count();
   std::sort(all.begin(), all.end());
   const auto pct = [&](double p) {
-    return all.empty() ? 0.0 : all[static_cast<std::size_t>(p * static_cast<double>(all.size() - 1))];
+    return all.empty() ? 0.0
+                       : all[static_cast<std::size_t>(p * static_cast<double>(all.size() - 1))];
   };
   std::printf("messages=%zu rate=%.0f p50_us=%.1f p99_us=%.1f%s\n", all.size(),
               static_cast<double>(all.size()) / elapsed, pct(0.5), pct(0.99),
