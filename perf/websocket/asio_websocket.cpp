@@ -3,6 +3,10 @@
 // default 1). Prints "websocket: listening on 127.0.0.1:PORT" as the example does.
 //
 //   asio_websocket [HOST:PORT] [THREADS]
+// clang-format off
+// First: Boost 1.74's awaitable.hpp uses std::exchange without including <utility>.
+#include <utility>
+// clang-format on
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/ip/tcp.hpp>
