@@ -39,6 +39,44 @@ bool StreamSocket::start_readable(io::Operation& op) noexcept {
   return socket_.engine()->start(op);
 }
 
+namespace {
+// What every start_ call sets before handing `op` to the engine.
+bool start_on(io::Engine* engine, io::Operation& op) noexcept {
+  op.address = nullptr;
+  op.result = 0;
+  // A reused Operation: a cancel that reached its last run must not cancel this one.
+  op.cancel_requested.store(false, std::memory_order_relaxed);
+  if (op.descriptor == nullptr) {
+    op.result = -EBADF;
+    return true;
+  }
+  return engine->start(op);
+}
+}  // namespace
+
+bool StreamSocket::start_receive(io::Operation& op, std::span<std::byte> buffer) noexcept {
+  op.target(socket_.ref());
+  op.kind = io::OpKind::receive;
+  op.data = buffer.data();
+  op.size = buffer.size();
+  return start_on(socket_.engine(), op);
+}
+
+bool StreamSocket::start_send(io::Operation& op,
+                              std::span<const io::ConstBuffer> buffers) noexcept {
+  op.target(socket_.ref());
+  op.kind = io::OpKind::send_vectored;
+  op.data = const_cast<io::ConstBuffer*>(buffers.data());
+  op.size = buffers.size();
+  return start_on(socket_.engine(), op);
+}
+
+void StreamSocket::cancel(io::Operation& op) noexcept {
+  // Never started (or started on a closed stream): no descriptor to look in.
+  if (op.descriptor == nullptr) return;
+  if (auto* engine = socket_.engine(); engine != nullptr) engine->cancel(op);
+}
+
 Task<Result<void>> StreamSocket::read_exact(std::span<std::byte> buffer) {
   while (!buffer.empty()) {
     auto n = co_await read_some(buffer);

@@ -41,6 +41,19 @@ class StreamSocket : public BasicSocket {
   /// returns, and Runtime::request_stop() finishes it with -ECANCELED. The caller keeps `op`
   /// in place and alive until then and starts no other read on the stream meanwhile.
   bool start_readable(io::Operation& op) noexcept;
+  /// start_readable()'s partners for a read into `buffer` and a write of `buffers` (a gather
+  /// list of at most IOV_MAX entries), for callers that complete with a callback rather than a
+  /// coroutine (arbor::asio::Stream). Same contract: true means finished at once (op.result
+  /// holds bytes moved or -errno; `complete` is not called); false means `complete` runs
+  /// exactly once, on a worker. The caller owns `op`, `buffer`, and the `buffers` array with
+  /// what it points at, and keeps all of them in place until then; one read and one write at
+  /// most may be pending (another finishes at once with -EBUSY).
+  bool start_receive(io::Operation& op, std::span<std::byte> buffer) noexcept;
+  bool start_send(io::Operation& op, std::span<const io::ConstBuffer> buffers) noexcept;
+  /// Asks `op` (started by one of the start_ calls on this stream) to finish early with
+  /// -ECANCELED. Safe to race with its completion; harmless once it has completed, as long as
+  /// `op` still exists.
+  void cancel(io::Operation& op) noexcept;
   /// Reads what is available now, without waiting: bytes read (0: the peer closed its side,
   /// or `buffer` is empty), or resource_unavailable_try_again if nothing is there yet. The
   /// partner of readable(), whose readiness may be stale: a server that waits with readable()
