@@ -5,9 +5,9 @@
 
 #include <array>
 #include <atomic>
-#include <chrono>
 #include <boost/asio/post.hpp>
 #include <boost/asio/write.hpp>
+#include <chrono>
 #include <cstring>
 #include <future>
 #include <memory>
@@ -85,8 +85,9 @@ TEST_P(AsioStreamEdges, EmptyReadsAndWritesCompleteWithZeroAndNotInline) {
   std::promise<Seen> read;
   std::array<char, 4> buffer{};
   net::post(*ctx, [&] {
-    stream->async_read_some(net::buffer(buffer), [&](boost::system::error_code ec,
-                                                     std::size_t n) { read.set_value({ec, n}); });
+    stream->async_read_some(net::buffer(buffer), [&](boost::system::error_code ec, std::size_t n) {
+      read.set_value({ec, n});
+    });
   });
   auto r = read.get_future().get();
   EXPECT_FALSE(r.ec) << r.ec.message();
@@ -136,15 +137,14 @@ TEST_P(AsioStreamEdges, AHandlerThatDestroysTheStreamAbortsTheOtherDirection) {
   std::array<char, 16> buffer{};
   const char text[] = "bye";
   net::post(*ctx, [&] {
-    stream->async_read_some(net::buffer(buffer), [&](boost::system::error_code ec,
-                                                     std::size_t n) {
+    stream->async_read_some(net::buffer(buffer), [&](boost::system::error_code ec, std::size_t n) {
       read.set_value({ec, n, false, on_worker()});
     });
-    stream->async_write_some(net::buffer(text, 3), [&](boost::system::error_code ec,
-                                                       std::size_t n) {
-      stream.reset();  // the Stream goes inside its own completion
-      write.set_value({ec, n, false, on_worker()});
-    });
+    stream->async_write_some(net::buffer(text, 3),
+                             [&](boost::system::error_code ec, std::size_t n) {
+                               stream.reset();  // the Stream goes inside its own completion
+                               write.set_value({ec, n, false, on_worker()});
+                             });
   });
   auto w = write.get_future().get();
   EXPECT_FALSE(w.ec) << w.ec.message();
