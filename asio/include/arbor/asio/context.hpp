@@ -9,8 +9,9 @@
 //
 // Ownership: the Context borrows the Runtime, which must outlive it. Destroying the Context
 // shuts its Asio services down (their pending operations are destroyed, as io_context's
-// are); handlers still queued in the runtime are then destroyed without being called, when
-// the workers reach them or when the runtime stops. Destroy it when none of its handlers is
+// are); handlers still queued in the runtime, and those of operations still pending (a
+// Stream's read), are then destroyed without being called, when the workers reach them, the
+// operation completes, or the runtime stops. Destroy it when none of its handlers is
 // running (after wait_idle(), or after Runtime::shutdown()), as with io_context.
 //
 // The one Asio-internal thread: Boost.Asio (1.74) runs timers of a context that is not an

@@ -201,6 +201,9 @@ class basic_executor {
   template <class F>
   void execute(F&& f) const {
     if (!(bits_ & detail::kBlockingNever) && running_in_this_thread()) {
+      // The Context is gone (an operation of its that was pending then completes): the
+      // function is destroyed uncalled, as a queued one would be.
+      if (state_->closed()) return;
       io::SubmitBatch batch;
       std::forward<F>(f)();
       return;

@@ -13,7 +13,8 @@
 // use_task alone cannot cancel anything: a with_timeout, when_any or abort around it waits
 // for the operation to end by itself. cancel_with(obj) ties the awaiting task's stop token
 // (cancel.hpp) to the object instead: when it fires, obj.cancel() is posted on the object's
-// executor (Asio objects are not thread-safe), which ends every operation pending on obj
+// executor (Asio objects are not thread-safe), once the initiating call has returned (a stop
+// that arrives during it is held until then), which ends every operation pending on obj
 // with operation_aborted, and the task resumes once both the operation's handler and that
 // cancel() have run, so the cancel can never reach an object the task has since destroyed.
 // A token already stopped starts nothing: the result is operation_canceled.
@@ -146,9 +147,21 @@ void cancel_object(Object& object) {
   }
 }
 
-// Who may resume the task: the handler and, once a cancel was posted, the cancel too. The
-// second of them to finish resumes it.
-enum : unsigned { kHandlerDone = 1, kCancelPosted = 2, kCancelDone = 4 };
+// Who may resume the task: the initiating call (once it has returned), the handler and,
+// once a cancel was posted, the cancel too. The last of them to finish resumes it; if that is
+// the initiating call (the handler ran inside it, as dispatch() does on a worker), the task
+// goes on from await_suspend without a nested resume, so a loop of such awaits keeps a flat
+// stack. A stop that arrives while the operation is being started is only noted
+// (kCancelWanted): the initiating call posts the cancel once it has returned, so the cancel
+// neither misses an operation that was not pending yet nor runs on the object while the
+// initiation is still using it on this thread.
+enum : unsigned {
+  kHandlerDone = 1,
+  kCancelPosted = 2,
+  kCancelDone = 4,
+  kStarted = 8,
+  kCancelWanted = 16,
+};
 
 // The state in the suspended frame that the handler and a posted cancel point at.
 template <class OutcomeT>
@@ -158,31 +171,49 @@ class Waiter {
 
   void handler_done() noexcept {
     const unsigned before = state_.fetch_or(kHandlerDone, std::memory_order_acq_rel);
-    if (!(before & kCancelPosted) || (before & kCancelDone)) resume(false);
+    if (ready(before | kHandlerDone)) resume(false);
   }
   void handler_dropped() noexcept {
     outcome.fail(std::make_error_code(std::errc::operation_canceled));
     const unsigned before = state_.fetch_or(kHandlerDone, std::memory_order_acq_rel);
-    if (!(before & kCancelPosted) || (before & kCancelDone)) resume(true);
+    if (ready(before | kHandlerDone)) resume(true);
   }
   void cancel_done() noexcept {
     const unsigned before = state_.fetch_or(kCancelDone, std::memory_order_acq_rel);
-    if (before & kHandlerDone) resume(false);
+    if (ready(before | kCancelDone)) resume(false);
   }
-  // In await_suspend, before anything started: true if the task may go on at once, false if
-  // a posted cancel still points at the frame (its end resumes the task).
+  // In await_suspend, when nothing will be started: true if the task may go on at once.
   bool done_early() noexcept {
-    const unsigned before = state_.fetch_or(kHandlerDone, std::memory_order_acq_rel);
-    return !(before & kCancelPosted) || (before & kCancelDone);
+    const unsigned before = state_.fetch_or(kHandlerDone | kStarted, std::memory_order_acq_rel);
+    return ready(before | kHandlerDone | kStarted);
   }
-  // From the stop callback: false if the handler has already run (nothing to cancel).
+  // In await_suspend, once the initiation has returned: true if the task may go on at once
+  // (the handler has already run); posts the cancel a stop asked for meanwhile.
+  template <class Post>
+  bool started(Post&& post_cancel) noexcept {
+    unsigned current = state_.load(std::memory_order_acquire);
+    unsigned next;
+    do {
+      next = current | kStarted;
+      if ((current & kCancelWanted) && !(current & kHandlerDone)) next |= kCancelPosted;
+    } while (!state_.compare_exchange_weak(current, next, std::memory_order_acq_rel));
+    if ((next & kCancelPosted) && !(current & kCancelPosted)) {
+      post_cancel();  // the frame stays until that cancel is done
+      return false;
+    }
+    return ready(next);
+  }
+  // From the stop callback: true if the caller is to post the cancel now; false if the
+  // handler has already run (nothing to cancel) or the operation is still being started
+  // (the initiating call posts it when it returns).
   bool claim_cancel() noexcept {
     unsigned current = state_.load(std::memory_order_acquire);
+    unsigned next;
     do {
       if (current & kHandlerDone) return false;
-    } while (
-        !state_.compare_exchange_weak(current, current | kCancelPosted, std::memory_order_acq_rel));
-    return true;
+      next = current | ((current & kStarted) ? kCancelPosted : kCancelWanted);
+    } while (!state_.compare_exchange_weak(current, next, std::memory_order_acq_rel));
+    return (next & kCancelPosted) != 0;
   }
 
  protected:
@@ -190,6 +221,9 @@ class Waiter {
   Runtime* runtime_ = nullptr;
 
  private:
+  static bool ready(unsigned s) noexcept {
+    return (s & kStarted) && (s & kHandlerDone) && (!(s & kCancelPosted) || (s & kCancelDone));
+  }
   void resume(bool queue) noexcept {
     if (runtime_ == nullptr) {
       task_.resume();
@@ -290,8 +324,8 @@ class Awaitable : public Waiter<typename OutcomeOf<Signature>::type> {
       }
       if (token.stop_possible()) {
         stop_.emplace(token, Canceller{this});
-        // Stopped while registering: start nothing. A cancel the callback posted meanwhile
-        // points at this frame, so the task then waits for it (it resumes the task).
+        // Stopped while registering: start nothing (the callback only noted the stop: it
+        // posts nothing before the operation has been started).
         if (token.stop_requested()) {
           this->outcome.fail(std::make_error_code(std::errc::operation_canceled));
           return !this->done_early();
@@ -303,7 +337,7 @@ class Awaitable : public Waiter<typename OutcomeOf<Signature>::type> {
     auto initiation = std::move(initiation_);
     auto args = std::move(args_);
     std::apply([&](auto&... a) { std::move(initiation)(Handler(this), std::move(a)...); }, args);
-    return true;
+    return !this->started([this] { post_cancel(); });
   }
   typename OutcomeT::type await_resume() {
     stop_.reset();  // waits for a callback still running on another thread
@@ -315,12 +349,17 @@ class Awaitable : public Waiter<typename OutcomeOf<Signature>::type> {
     Awaitable* self;
     void operator()() const noexcept {
       if constexpr (!std::is_same_v<Object, NoObject>) {
-        if (!self->claim_cancel()) return;
-        auto executor = self->object_->get_executor();
-        boost::asio::post(executor, PostedCancel<OutcomeT, Object>(self, self->object_));
+        if (self->claim_cancel()) self->post_cancel();
       }
     }
   };
+
+  void post_cancel() {
+    if constexpr (!std::is_same_v<Object, NoObject>) {
+      auto executor = object_->get_executor();
+      boost::asio::post(executor, PostedCancel<OutcomeT, Object>(this, object_));
+    }
+  }
 
   Object* object_;
   Initiation initiation_;
