@@ -142,16 +142,6 @@ check_alone() {
   JOBS=$jobs
 }
 
-# sync::LifoSemaphore with nudge() (the paused clock's pass of every sleeper through the kernel):
-# the counts and the stack stay consistent and nobody is lost; the two mutants must fail.
-MODEL=lifo_nudge.pml
-check pass "semaphore nudge, 3 waiters, a releaser, a thief, 2 nudges: nobody lost" -- -DSAFETY --
-check "assert:((stack_n+C)==W)" "semaphore nudge, NUDGE_CHOOSES_NOBODY: the counts break" \
-  -DBUG_NUDGE_CHOOSES_NOBODY -- -DSAFETY --
-check "assert:(((((S==0)&&(W==0))&&(C==0))&&(nudged_out==0))&&(stack_n==0))" \
-  "semaphore nudge, DECREMENT_ONLY_ON_REPARK: a nudge never ends" \
-  -DBUG_DECREMENT_ONLY_ON_REPARK -- -DSAFETY --
-
 report_all() {
   local passed=0 failed=0 i
   for ((i = 1; i <= checks; i++)); do
