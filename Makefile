@@ -1,24 +1,29 @@
 # arbor — the two commands (`make test`, `make run`) and the sanitizer suites.
 # Each target installs what is missing (scripts/install-deps.sh), configures and builds a
 # CMake preset under build/<preset>, then runs it.
-.PHONY: deps release test debug-test tsan-test asan-test fallback-test clang-test windows-test \
+.PHONY: deps build release test debug-test tsan-test asan-test fallback-test clang-test windows-test \
 	darwin-check kqueue-test kqueue-tsan-test fuzz model run soak perf format clean audit
 
 deps:
 	@scripts/install-deps.sh
 
-release: deps
+# build: the libraries, the examples and the tests in build/release (what test, run and soak
+# need); release: the same and the benchmarks in perf/ (their scripts run from it).
+build: deps
 	cmake --preset release >/dev/null
 	cmake --build --preset release
 
-test: release
+release: build
+	cmake --build --preset release --target arbor_perf
+
+test: build
 	ctest --preset release
 
 # The coroutine shape GCC 12 miscompiles (docs/guide.md, compiler note, case 4), found lexically.
 audit: deps
 	scripts/gcc12-coroutine-audit
 
-# Other presets: debug, tsan, asan (ASan + UBSan, built with clang at -O1), fallback (mutex
+# Other presets: debug, tsan, asan (ASan + UBSan, built with clang at -O0, the examples at -O1), fallback (mutex
 # futex), clang (clang at -O0, no sanitizer).
 PRESETS := debug tsan asan fallback clang
 $(addsuffix -test,$(PRESETS)): %-test: deps
@@ -56,7 +61,7 @@ darwin-check:
 
 # The HTTP example server on 127.0.0.1:8080; flags pass through: make run ARGS="--workers 2".
 ARGS ?=
-run: release
+run: build
 	build/release/examples/http_server $(ARGS)
 
 # The example HTTP server soaked for SOAK_SECONDS (default 600; CI: 60) by tests/soak (http_soak):
@@ -67,7 +72,7 @@ run: release
 # builds. Server flags pass through: make soak SOAK_ARGS="--engine epoll" (or ARBOR_ENGINE).
 SOAK_SECONDS ?= 600
 SOAK_ARGS ?=
-soak: release
+soak: build
 	mkdir -p build/soak
 	build/release/tests/http_soak --server build/release/examples/http_server \
 	  --seconds $(SOAK_SECONDS) --csv build/soak/soak.csv -- $(SOAK_ARGS)

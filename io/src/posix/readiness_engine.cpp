@@ -11,6 +11,10 @@
 //   ceil(room / 2) reports and carries at most one retry to the next wait.
 // - A report that reaches a recycled descriptor only bumps a readiness generation: at worst
 //   one spurious retry that finds EAGAIN.
+// - No call known to find EAGAIN: a stream's receive that got fewer bytes than it asked for
+//   emptied the socket, so the next receive or readable wait parks without a system call while
+//   no report has come for the read side since that receive began (the saving is a call per
+//   request for a server: ReadinessEngineDrained.*).
 // - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
 //   or a retry pending for it, shuts the socket's read side down at once (a listener stops
 //   listening); a read-side call's result then counts as cancelled, a send's stands. The
@@ -33,15 +37,42 @@ namespace {
 
 // The readiness generation of each side: bumped by every report for that side. And a socket
 // error a poller took from the socket (Readiness::taken_error), until a call reports it.
+// `stream` and `drained`: see note_drained().
 struct ReadyDescriptor : Descriptor {
   std::uint32_t seq[2] = {0, 0};
   int taken_error = 0;
+  bool stream = false;      // a stream socket (attach_stream, or attach() of a SOCK_STREAM one)
+  bool drained = false;     // a short receive emptied it, as of read generation `drained_seq`
+  std::uint32_t drained_seq = 0;
+  std::uint64_t skipped = 0;  // calls known_empty() saved, over every socket it served (no reset)
   void reset(Handle handle, int owner) noexcept {
     Descriptor::reset(handle, owner);
     seq[0] = seq[1] = 0;
     taken_error = 0;
+    stream = drained = false;
   }
 };
+
+// Under d's lock, after op's call returned r, the call having begun under read generation
+// `seq`: a stream socket's receive that got fewer bytes than it asked for (and more than none)
+// took all the socket held, so the socket is empty as of `seq`. Any byte (or end, or error)
+// that arrives after it is an edge the poller reports, which bumps seq[0]: while seq[0] is
+// still `seq`, a receive would find EAGAIN. Not for datagrams (a short one says nothing of the
+// next) nor a receive of nothing (the end stays readable, its edge already reported).
+void note_drained(ReadyDescriptor& d, const Operation& op, std::int64_t r,
+                  std::uint32_t seq) noexcept {
+  if (d.stream && op.kind == OpKind::receive && r > 0 && static_cast<std::uint64_t>(r) < op.size) {
+    d.drained = true;
+    d.drained_seq = seq;
+  }
+}
+
+// Under d's lock: whether op, about to start, would find EAGAIN for sure (note_drained()), so
+// it may park at once. Not with an error a poller took from the socket: a call reports it.
+bool known_empty(const ReadyDescriptor& d, const Operation& op) noexcept {
+  return (op.kind == OpKind::receive || op.kind == OpKind::readable) && d.drained &&
+         d.drained_seq == d.seq[0] && d.taken_error == 0;
+}
 
 // Whether a call's result `r` is what the socket gives once its pending error was taken away
 // (Readiness::taken_error), so that error is the true result: a connect that now looks done, a
@@ -122,16 +153,24 @@ class ReadinessEngine final : public EngineCore {
       close_handle(handle);
       return errno_code(e);
     }
-    return adopt(handle);
+    return adopt(handle, posix::is_stream(handle));
   }
 
-  Result<DescriptorRef> attach_stream(Handle handle) noexcept override { return adopt(handle); }
+  Result<DescriptorRef> attach_stream(Handle handle) noexcept override {
+    return adopt(handle, true);
+  }
 
-  // attach()'s and attach_stream()'s common part, for a non-blocking socket.
-  Result<DescriptorRef> adopt(Handle handle) noexcept {
+  // attach()'s and attach_stream()'s common part, for a non-blocking socket; `stream`: a
+  // stream socket (note_drained()).
+  Result<DescriptorRef> adopt(Handle handle, bool stream) noexcept {
     auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
     if (!adopted) return adopted;
     auto* d = static_cast<ReadyDescriptor*>(adopted->descriptor);
+    {
+      // Published to the poller's thread with the rest of the reset (see `registrations`).
+      std::lock_guard guard(d->lock);
+      d->stream = stream;
+    }
     Poller& p = pollers_[static_cast<std::size_t>(d->poller.load(std::memory_order_relaxed))];
     // Release: publishes the descriptor's reset (and the pool's allocation of it) to the
     // thread that will get its pointer back from the poller's wait; see wait().
@@ -169,24 +208,37 @@ class ReadinessEngine final : public EngineCore {
       // Admitted first: an operation refused as busy may be the one pending, whose state must
       // not be reset under it.
       if (!admit(d, op, cancelling())) return true;
+      const int side = Descriptor::side(op.kind);
+      emplace_state<ReadyOp>(op).ready_seq = d.seq[side];
+      if (known_empty(d, op)) {  // parks as attempt() would after the EAGAIN it would get
+        ++d.skipped;
+        d.slot[side] = &op;
+        return false;
+      }
       ++d.busy;
-      emplace_state<ReadyOp>(op).ready_seq = d.seq[Descriptor::side(op.kind)];
     }
     return attempt(op);
   }
 
   std::int64_t receive_now(Operation& op) noexcept override {
     auto& d = descriptor_of<ReadyDescriptor>(op);
+    std::uint32_t seq;
     {
       std::lock_guard guard(d.lock);
       if (!admit(d, op, cancelling())) return op.result;
+      if (known_empty(d, op)) {
+        ++d.skipped;
+        return -EAGAIN;
+      }
       ++d.busy;  // the same pin as start(): the fd stays open through the call
+      seq = d.seq[Descriptor::side(op.kind)];
     }
     std::int64_t r = posix::perform(op, d.fd);
     Descriptor::Finish finish;
     {
       std::lock_guard guard(d.lock);
       if (d.taken_error != 0 && hides_taken_error(op.kind, r)) r = -std::exchange(d.taken_error, 0);
+      note_drained(d, op, r, seq);
       --d.busy;
       finish = d.finish_if_closed();
     }
@@ -235,6 +287,20 @@ class ReadinessEngine final : public EngineCore {
   }
 
  protected:
+  void backend_counters(EngineCounters& c) const noexcept override {
+    // Summed here, not counted in a shared atomic: a skip happens once per request. The pool's
+    // lock and each descriptor's are taken, as anywhere: this runs on /metrics' schedule.
+    std::uint64_t skipped = 0;
+    const_cast<DescriptorPool<ReadyDescriptor>&>(descriptors_pool_).for_each([&](Descriptor& d) {
+      std::lock_guard guard(d.lock);
+      skipped += static_cast<ReadyDescriptor&>(d).skipped;
+    });
+    c.add("calls_skipped",
+          "Receives and readable waits that parked without a system call: a short receive had "
+          "emptied the socket since its last readiness report.",
+          skipped);
+  }
+
   void cancel_parked() noexcept override {
     // Collect under the pool's lock, complete after it: a completion may run in place (inline
     // mode, or a pool that cannot grow) and close its socket, which takes that lock again.
@@ -352,6 +418,7 @@ class ReadinessEngine final : public EngineCore {
         std::lock_guard guard(d.lock);
         if (d.taken_error != 0 && hides_taken_error(op.kind, r))
           r = -std::exchange(d.taken_error, 0);
+        note_drained(d, op, r, seq);
         if (r == -EAGAIN) {
           const bool cancelled =
               d.closed || op.cancel_requested.load(std::memory_order_relaxed) || cancelling();
