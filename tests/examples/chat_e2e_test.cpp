@@ -22,7 +22,7 @@ struct ChatClient {
   std::vector<std::string> notices;
 
   static ChatClient join(int port, int receive_buffer = 0) {
-    ChatClient c{Socket::connect(port, receive_buffer)};
+    ChatClient c{Socket::connect(port, receive_buffer), 0, {}};
     const auto welcome = c.socket.read_line();
     const std::string prefix = "*** welcome, you are client ";
     if (welcome && welcome->rfind(prefix, 0) == 0) c.id = std::stoi(welcome->substr(prefix.size()));

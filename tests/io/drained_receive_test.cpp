@@ -60,10 +60,12 @@ bool send_text(Handle peer, std::string_view s) {
 #endif
 }
 
-// Each engine in its default io mode and with dedicated pollers.
-std::vector<std::string> engines() {
+// Each engine in its default io mode and with dedicated pollers; `readiness`: only the engines
+// that keep the rule (epoll, kqueue).
+std::vector<std::string> engines(bool readiness = false) {
   std::vector<std::string> names;
   for (const std::string& name : Engine::available()) {
+    if (readiness && name != "epoll" && name != "kqueue") continue;
     names.push_back(name);
     names.push_back(name + "-pollers");
   }
@@ -91,11 +93,6 @@ class DrainedReceive : public ::testing::TestWithParam<std::string> {
     }
     if (scheduler_) scheduler_->stop();
   }
-  // Whether this engine keeps the rule (the readiness engines).
-  bool skips() const {
-    const std::string& p = GetParam();
-    return p.starts_with("epoll") || p.starts_with("kqueue");
-  }
   std::uint64_t skipped() const { return engine_->counters().get("calls_skipped"); }
 
   std::unique_ptr<sched::Scheduler> scheduler_;
@@ -109,7 +106,6 @@ class DrainedReceive : public ::testing::TestWithParam<std::string> {
 // false) without a call, and gets the peer's next bytes; then, that receive having been short
 // too, a receive_now that says EAGAIN without a call, and a readable wait that parks likewise.
 TEST_P(DrainedReceive, AReceiveAfterAShortOneParksWithoutACall) {
-  if (!skips()) GTEST_SKIP() << GetParam() << " has no readiness rule to skip a call by";
   for (int round = 0; round < 50; ++round) {
     SCOPED_TRACE(round);
     Countdown woke(1);
@@ -151,14 +147,86 @@ TEST_P(DrainedReceive, AReceiveAfterAShortOneParksWithoutACall) {
   }
 }
 
+// Attaches `fd` (its peer has written already) and waits until a poller wait has returned
+// after that: the report of what was already there has then been taken (no other socket or
+// timer here wakes the poller). Bounded: false if no wait returned in 10 s.
+bool attach_and_await_report(Engine& engine, Handle fd, DescriptorRef& out) {
+  const std::uint64_t before = engine.counters().waits;
+  auto d = engine.attach(fd);
+  if (!d) return false;
+  out = *d;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (engine.counters().waits == before)
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    else std::this_thread::yield();
+  return true;
+}
+
+// Reads until `want` bytes or the end; a receive that never completes fails (10 s), it does
+// not hang. Returns what was read, and "<end>" when the end came.
+std::string read_up_to(Engine& engine, DescriptorRef d, std::size_t want) {
+  std::string got;
+  for (int reads = 0; got.size() < want && reads < 10; ++reads) {
+    Countdown done(1);
+    Read r;
+    r.prepare(d, OpKind::receive, done);
+    const bool finished = engine.start(r);
+    if (!finished && !done.wait(std::chrono::seconds(10))) {
+      engine.cancel(r);
+      (void)done.wait();
+      return got + "<never completed>";
+    }
+    const std::int64_t n = finished ? r.result : r.got.load();
+    if (n < 0) return got + "<error " + std::to_string(n) + ">";
+    if (n == 0) return got + "<end>";
+    got += r.text(n);
+  }
+  return got;
+}
+
+#if !defined(_WIN32)
+// The peer's end that arrived with its last bytes, and was reported before the short receive
+// that took them, is still there after it: the next receive must make its call and see it.
+// (The asan suite hung on SocketTest.ShutdownWriteLeavesAPendingReadWaiting/epoll before
+// Readiness::stays_readable; this test hangs, and fails, without it.)
+TEST_P(DrainedReceive, AnEndReportedWithTheLastBytesIsNotSkipped) {
+  Handle fds[2];
+  ASSERT_TRUE(test::stream_pair(fds));
+  ASSERT_TRUE(send_text(fds[1], "xyz"));
+  ASSERT_EQ(::shutdown(static_cast<int>(fds[1]), SHUT_WR), 0);
+  DescriptorRef d{};
+  ASSERT_TRUE(attach_and_await_report(*engine_, fds[0], d));
+  EXPECT_EQ(read_up_to(*engine_, d, 100), "xyz<end>");
+  engine_->close(d);
+  test::close_peer(fds[1]);
+}
+
+// Bytes behind a TCP urgent mark: a receive stops short at the mark with them still queued, so
+// a short receive there does not mean empty. epoll reports urgent data (EPOLLPRI), which turns
+// the rule off for the socket; the bytes after the mark must arrive (without it they never do).
+TEST_P(DrainedReceive, BytesBehindAnUrgentMarkArrive) {
+  Handle tcp[2];
+  ASSERT_TRUE(test::loopback_tcp_pair(tcp));
+  const int peer = static_cast<int>(tcp[1]);
+  ASSERT_EQ(::send(peer, "ab", 2, 0), 2);
+  ASSERT_EQ(::send(peer, "!", 1, MSG_OOB), 1);
+  ASSERT_EQ(::send(peer, "cd", 2, 0), 2);
+  // Loopback delivers before send() returns; the engine wants the socket non-blocking (attach()).
+  DescriptorRef d{};
+  ASSERT_TRUE(attach_and_await_report(*engine_, tcp[0], d));
+  EXPECT_EQ(read_up_to(*engine_, d, 4), "abcd");
+  engine_->close(d);
+  test::close_peer(tcp[1]);
+}
+#endif
+
 // A receive that fills its buffer says nothing of what is left: the next call is made.
 TEST_P(DrainedReceive, AFullReceiveDoesNotCountTheSocketEmpty) {
-  if (!skips()) GTEST_SKIP() << GetParam() << " has no readiness rule to skip a call by";
   ASSERT_TRUE(send_text(fds_[1], std::string(64 + 5, 'x')));
   Read first;
   Countdown unused(1);
   first.prepare(d_, OpKind::receive, unused);
-  // The bytes are there at once (a Unix socket pair; loopback TCP on Windows has no skip rule).
+  // The bytes are there at once (a Unix socket pair).
   ASSERT_EQ(engine_->receive_now(first), 64);
   const std::uint64_t before = skipped();
   Read rest;
@@ -171,7 +239,8 @@ TEST_P(DrainedReceive, AFullReceiveDoesNotCountTheSocketEmpty) {
 // between it and the next start. The next receive must see them (its start finds a newer
 // readiness report, or the report wakes it). Two sends per round, the second unsynchronised
 // with the engine's side; every engine.
-TEST_P(DrainedReceive, BytesArrivingAroundAShortReceiveAreNeverLost) {
+class ShortReceiveRace : public DrainedReceive {};
+TEST_P(ShortReceiveRace, BytesArrivingAroundAShortReceiveAreNeverLost) {
   constexpr int kRounds = 2000;
   std::string received;
   received.reserve(2 * kRounds);
@@ -206,7 +275,10 @@ TEST_P(DrainedReceive, BytesArrivingAroundAShortReceiveAreNeverLost) {
   EXPECT_EQ(received.find_first_not_of("ab"), std::string::npos);
 }
 
-INSTANTIATE_TEST_SUITE_P(Engines, DrainedReceive, ::testing::ValuesIn(engines()),
+INSTANTIATE_TEST_SUITE_P(Engines, DrainedReceive, ::testing::ValuesIn(engines(true)),
+                         arbor::test::engine_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(DrainedReceive);  // Windows: IOCP alone
+INSTANTIATE_TEST_SUITE_P(Engines, ShortReceiveRace, ::testing::ValuesIn(engines()),
                          arbor::test::engine_name);
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include <winsock2.h>
 #include <ws2tcpip.h>
 #else
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 #endif
@@ -65,6 +66,35 @@ inline bool stream_pair(Handle (&out)[2]) {
   return true;
 #endif
 }
+
+#if !defined(_WIN32)
+/// A connected loopback TCP pair (blocking sockets): [0] for the engine, [1] the peer. False if
+/// the system refused (the caller asserts).
+inline bool loopback_tcp_pair(Handle (&out)[2]) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (listener < 0) return false;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t length = sizeof address;
+  int client = -1, accepted = -1;
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0 &&
+      ::listen(listener, 1) == 0 &&
+      ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
+    client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (client >= 0 && ::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0)
+      accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+  }
+  ::close(listener);
+  if (accepted < 0) {
+    if (client >= 0) ::close(client);
+    return false;
+  }
+  out[0] = accepted;
+  out[1] = client;
+  return true;
+}
+#endif
 
 /// Writes one byte on the peer's end; true if it was sent.
 inline bool send_byte(Handle peer, char c) {

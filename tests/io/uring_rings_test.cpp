@@ -1165,7 +1165,6 @@ TEST(UringRingsScheduled, ManyTimersAndReceivesOnMoreWorkersThanCpus) {
   constexpr int kPairs = 16;
   Countdown fired(kTimers), received(kPairs * 10);
   std::vector<test::Timed> timers(kTimers);
-  std::atomic<std::int64_t> worst{0};
   Handle fds[kPairs][2];
   std::vector<DescriptorRef> sockets;
   for (auto& f : fds) {

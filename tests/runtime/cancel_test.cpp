@@ -119,7 +119,7 @@ TEST(Cancel, AJoinIsInterruptedAndTheHandleStaysUsable) {
   auto rt = test::make_runtime("auto");
   Gate gate;
   auto inner = rt->spawn([](Gate& g) -> Task<int> {
-    co_await g.wait();
+    (void)co_await g.wait();
     co_return 7;
   }(gate));
   auto outer = rt->spawn_abortable([](JoinHandle<int>& h) -> Task<bool> {
@@ -195,7 +195,7 @@ TEST(Timeout, InterruptsAJoin) {
   auto rt = test::make_runtime("auto");
   Gate gate;
   auto inner = rt->spawn([](Gate& g) -> Task<int> {
-    co_await g.wait();
+    (void)co_await g.wait();
     co_return 1;
   }(gate));
   auto r = rt->block_on([](JoinHandle<int>& h) -> Task<Result<int>> {

@@ -91,8 +91,10 @@ class KqueuePoller final : public ReadinessPoller {
       const struct kevent& ev = events_[static_cast<std::size_t>(i)];
       if (ev.filter == EVFILT_USER || (ev.flags & EV_ERROR) != 0) continue;
       const bool error = (ev.flags & EV_EOF) != 0 && ev.fflags != 0;
+      // The read filter's EV_EOF: the peer's end, which stays readable (Readiness).
+      const bool stays = error || (ev.filter == EVFILT_READ && (ev.flags & EV_EOF) != 0);
       out[count++] = {ev.udata, ev.filter == EVFILT_READ, ev.filter == EVFILT_WRITE, error,
-                      error ? kTakesSocketError * static_cast<int>(ev.fflags) : 0};
+                      error ? kTakesSocketError * static_cast<int>(ev.fflags) : 0, stays};
     }
     return count;
   }

@@ -4,7 +4,10 @@
 //   edge-triggered, its descriptor's pointer as the report's token.
 // - An eventfd, level-triggered with a null token, wakes the set; wait() drains it and never
 //   reports it.
-// - EPOLLHUP and EPOLLERR are reported as errors (both sides retry), EPOLLRDHUP as readable.
+// - EPOLLHUP and EPOLLERR are reported as errors (both sides retry), EPOLLRDHUP and EPOLLPRI
+//   as readable; all four as a read side that stays readable (Readiness::stays_readable).
+//   EPOLLPRI (urgent data) is watched for that alone: a receive stops short at the urgent mark
+//   with bytes still queued behind it.
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
@@ -42,7 +45,7 @@ class EpollPoller final : public ReadinessPoller {
 
   int add(Handle fd, void* token) noexcept override {
     epoll_event ev{};
-    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLET;
+    ev.events = EPOLLIN | EPOLLOUT | EPOLLRDHUP | EPOLLPRI | EPOLLET;
     ev.data.ptr = token;
     return ::epoll_ctl(epfd_, EPOLL_CTL_ADD, static_cast<int>(fd), &ev) == 0 ? 0 : errno;
   }
@@ -64,8 +67,10 @@ class EpollPoller final : public ReadinessPoller {
         }
         continue;
       }
-      out[count++] = {ev.data.ptr, (ev.events & (EPOLLIN | EPOLLRDHUP)) != 0,
-                      (ev.events & EPOLLOUT) != 0, (ev.events & (EPOLLHUP | EPOLLERR)) != 0};
+      constexpr std::uint32_t kStays = EPOLLRDHUP | EPOLLPRI | EPOLLHUP | EPOLLERR;
+      out[count++] = {ev.data.ptr, (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLPRI)) != 0,
+                      (ev.events & EPOLLOUT) != 0, (ev.events & (EPOLLHUP | EPOLLERR)) != 0, 0,
+                      (ev.events & kStays) != 0};
     }
     return count;
   }

@@ -43,22 +43,30 @@ struct ReadyDescriptor : Descriptor {
   int taken_error = 0;
   bool stream = false;      // a stream socket (attach_stream, or attach() of a SOCK_STREAM one)
   bool drained = false;     // a short receive emptied it, as of read generation `drained_seq`
+  bool stays_readable = false;  // a report said so (Readiness::stays_readable): never drained
   std::uint32_t drained_seq = 0;
   std::uint64_t skipped = 0;  // calls known_empty() saved, over every socket it served (no reset)
   void reset(Handle handle, int owner) noexcept {
     Descriptor::reset(handle, owner);
     seq[0] = seq[1] = 0;
     taken_error = 0;
-    stream = drained = false;
+    stream = drained = stays_readable = false;
   }
 };
 
 // Under d's lock, after op's call returned r, the call having begun under read generation
 // `seq`: a stream socket's receive that got fewer bytes than it asked for (and more than none)
-// took all the socket held, so the socket is empty as of `seq`. Any byte (or end, or error)
-// that arrives after it is an edge the poller reports, which bumps seq[0]: while seq[0] is
-// still `seq`, a receive would find EAGAIN. Not for datagrams (a short one says nothing of the
-// next) nor a receive of nothing (the end stays readable, its edge already reported).
+// took all the bytes the socket held, so the socket is empty as of `seq`. Any byte, end or
+// error that arrives after the call began is an edge the poller reports, and that report bumps
+// seq[0]: while seq[0] is still `seq`, a receive would find EAGAIN.
+// What a short receive leaves readable is excluded: the peer's end or an error that arrived
+// (and was reported) before the call, and bytes behind a TCP urgent mark, where a receive stops
+// short. A report of any of them sets `stays_readable` for good (epoll: EPOLLRDHUP, EPOLLHUP,
+// EPOLLERR, EPOLLPRI; kqueue: the read filter's EV_EOF): the rule is then off for the socket.
+// Not for datagrams (a short one says nothing of the next) nor a receive of nothing.
+// (A Unix stream receive also stops short after bytes that carried descriptors, SCM_RIGHTS,
+// which arbor never sends: a peer that sends them stalls its own connection until it sends
+// more, as a readiness wait could not tell either.)
 void note_drained(ReadyDescriptor& d, const Operation& op, std::int64_t r,
                   std::uint32_t seq) noexcept {
   if (d.stream && op.kind == OpKind::receive && r > 0 && static_cast<std::uint64_t>(r) < op.size) {
@@ -71,7 +79,7 @@ void note_drained(ReadyDescriptor& d, const Operation& op, std::int64_t r,
 // it may park at once. Not with an error a poller took from the socket: a call reports it.
 bool known_empty(const ReadyDescriptor& d, const Operation& op) noexcept {
   return (op.kind == OpKind::receive || op.kind == OpKind::readable) && d.drained &&
-         d.drained_seq == d.seq[0] && d.taken_error == 0;
+         d.drained_seq == d.seq[0] && d.taken_error == 0 && !d.stays_readable;
 }
 
 // Whether a call's result `r` is what the socket gives once its pending error was taken away
@@ -358,6 +366,7 @@ class ReadinessEngine final : public EngineCore {
       // A stale report (its socket closed, the descriptor reused) only bumps generations.
       const bool current = (bits & kTagMask) == (d->generation & kTagMask);
       if (report.taken_error != 0 && current) d->taken_error = report.taken_error;
+      if (report.stays_readable && current) d->stays_readable = true;
       for (int side = 0; side < 2; ++side) {
         if (!ready[side]) continue;
         ++d->seq[side];

@@ -36,6 +36,10 @@ struct Readiness {
   bool writable = false;
   bool error = false;
   int taken_error = 0;
+  // The read side stays readable whatever receives take from it: the peer's end, an error, or
+  // urgent data (a TCP receive stops short at its mark). The engine then never counts the socket
+  // empty after a short receive (readiness_engine.cpp, note_drained()).
+  bool stays_readable = false;
 };
 
 class ReadinessPoller {
