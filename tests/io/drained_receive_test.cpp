@@ -42,7 +42,9 @@ struct Read : Operation {
     done = &counter;
     got = 1;
   }
-  std::string text(std::int64_t n) const { return std::string(buffer, static_cast<std::size_t>(n)); }
+  std::string text(std::int64_t n) const {
+    return std::string(buffer, static_cast<std::size_t>(n));
+  }
   static void on_complete(Operation& op, std::int64_t r) noexcept {
     auto& self = static_cast<Read&>(op);
     self.got = r;
@@ -157,8 +159,10 @@ bool attach_and_await_report(Engine& engine, Handle fd, DescriptorRef& out) {
   out = *d;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (engine.counters().waits == before)
-    if (std::chrono::steady_clock::now() > deadline) return false;
-    else std::this_thread::yield();
+    if (std::chrono::steady_clock::now() > deadline)
+      return false;
+    else
+      std::this_thread::yield();
   return true;
 }
 
@@ -254,7 +258,8 @@ TEST_P(ShortReceiveRace, BytesArrivingAroundAShortReceiveAreNeverLost) {
       r.prepare(d_, OpKind::receive, done);
       const bool finished = engine_->start(r);
       if (!finished) {
-        if (!done.wait(std::chrono::seconds(10))) {  // bounded: a lost wake fails here, it does not hang
+        if (!done.wait(
+                std::chrono::seconds(10))) {  // bounded: a lost wake fails here, it does not hang
           ADD_FAILURE() << "round " << round << ": a receive never completed";
           engine_->cancel(r);
           (void)done.wait();

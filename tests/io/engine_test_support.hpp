@@ -82,7 +82,8 @@ inline bool loopback_tcp_pair(Handle (&out)[2]) {
       ::listen(listener, 1) == 0 &&
       ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length) == 0) {
     client = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (client >= 0 && ::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0)
+    if (client >= 0 &&
+        ::connect(client, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0)
       accepted = ::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
   }
   ::close(listener);

@@ -33,7 +33,8 @@ class DerivedOwner : public Before, public WorkItem {
   std::unique_ptr<int> payload = std::make_unique<int>(7);
 
  private:
-  [[maybe_unused]] int private_member_ = 0;  // mixed access: not standard-layout, whatever the library does
+  [[maybe_unused]] int private_member_ =
+      0;  // mixed access: not standard-layout, whatever the library does
 };
 static_assert(!std::is_standard_layout_v<DerivedOwner>);
 

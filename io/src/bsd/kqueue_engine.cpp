@@ -93,8 +93,12 @@ class KqueuePoller final : public ReadinessPoller {
       const bool error = (ev.flags & EV_EOF) != 0 && ev.fflags != 0;
       // The read filter's EV_EOF: the peer's end, which stays readable (Readiness).
       const bool stays = error || (ev.filter == EVFILT_READ && (ev.flags & EV_EOF) != 0);
-      out[count++] = {ev.udata, ev.filter == EVFILT_READ, ev.filter == EVFILT_WRITE, error,
-                      error ? kTakesSocketError * static_cast<int>(ev.fflags) : 0, stays};
+      out[count++] = {ev.udata,
+                      ev.filter == EVFILT_READ,
+                      ev.filter == EVFILT_WRITE,
+                      error,
+                      error ? kTakesSocketError * static_cast<int>(ev.fflags) : 0,
+                      stays};
     }
     return count;
   }

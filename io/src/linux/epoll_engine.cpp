@@ -5,7 +5,8 @@
 // - An eventfd, level-triggered with a null token, wakes the set; wait() drains it and never
 //   reports it.
 // - EPOLLHUP and EPOLLERR are reported as errors (both sides retry), EPOLLRDHUP and EPOLLPRI
-//   as readable; all four as a read side that stays readable (Readiness::stays_readable).
+//   as readable; EPOLLRDHUP, EPOLLPRI and EPOLLERR as a read side that stays readable
+//   (Readiness::stays_readable), not EPOLLHUP, which a socket not yet connected reports too.
 //   EPOLLPRI (urgent data) is watched for that alone: a receive stops short at the urgent mark
 //   with bytes still queued behind it.
 #include <sys/epoll.h>
@@ -67,9 +68,12 @@ class EpollPoller final : public ReadinessPoller {
         }
         continue;
       }
-      constexpr std::uint32_t kStays = EPOLLRDHUP | EPOLLPRI | EPOLLHUP | EPOLLERR;
-      out[count++] = {ev.data.ptr, (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLPRI)) != 0,
-                      (ev.events & EPOLLOUT) != 0, (ev.events & (EPOLLHUP | EPOLLERR)) != 0, 0,
+      constexpr std::uint32_t kStays = EPOLLRDHUP | EPOLLPRI | EPOLLERR;
+      out[count++] = {ev.data.ptr,
+                      (ev.events & (EPOLLIN | EPOLLRDHUP | EPOLLPRI)) != 0,
+                      (ev.events & EPOLLOUT) != 0,
+                      (ev.events & (EPOLLHUP | EPOLLERR)) != 0,
+                      0,
                       (ev.events & kStays) != 0};
     }
     return count;

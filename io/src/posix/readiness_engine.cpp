@@ -41,8 +41,8 @@ namespace {
 struct ReadyDescriptor : Descriptor {
   std::uint32_t seq[2] = {0, 0};
   int taken_error = 0;
-  bool stream = false;      // a stream socket (attach_stream, or attach() of a SOCK_STREAM one)
-  bool drained = false;     // a short receive emptied it, as of read generation `drained_seq`
+  bool stream = false;          // a stream socket (attach_stream, or attach() of a SOCK_STREAM one)
+  bool drained = false;         // a short receive emptied it, as of read generation `drained_seq`
   bool stays_readable = false;  // a report said so (Readiness::stays_readable): never drained
   std::uint32_t drained_seq = 0;
   std::uint64_t skipped = 0;  // calls known_empty() saved, over every socket it served (no reset)
@@ -61,25 +61,28 @@ struct ReadyDescriptor : Descriptor {
 // seq[0]: while seq[0] is still `seq`, a receive would find EAGAIN.
 // What a short receive leaves readable is excluded: the peer's end or an error that arrived
 // (and was reported) before the call, and bytes behind a TCP urgent mark, where a receive stops
-// short. A report of any of them sets `stays_readable` for good (epoll: EPOLLRDHUP, EPOLLHUP,
-// EPOLLERR, EPOLLPRI; kqueue: the read filter's EV_EOF): the rule is then off for the socket.
+// short. A report of any of them sets `stays_readable` for good (epoll: EPOLLRDHUP, EPOLLERR,
+// EPOLLPRI; kqueue: the read filter's EV_EOF): the rule is then off for the socket. (Proved by
+// DrainedReceive.AnEndReportedWithTheLastBytesIsNotSkipped and .BytesBehindAnUrgentMarkArrive,
+// which hang without it; the race with a report during the call by
+// ShortReceiveRace.BytesArrivingAroundAShortReceiveAreNeverLost.)
 // Not for datagrams (a short one says nothing of the next) nor a receive of nothing.
 // (A Unix stream receive also stops short after bytes that carried descriptors, SCM_RIGHTS,
 // which arbor never sends: a peer that sends them stalls its own connection until it sends
 // more, as a readiness wait could not tell either.)
 void note_drained(ReadyDescriptor& d, const Operation& op, std::int64_t r,
                   std::uint32_t seq) noexcept {
-  if (d.stream && op.kind == OpKind::receive && r > 0 && static_cast<std::uint64_t>(r) < op.size) {
-    d.drained = true;
-    d.drained_seq = seq;
-  }
+  if (!d.stream || op.kind != OpKind::receive || r <= 0) return;
+  // A full receive clears it: the 32-bit generation could otherwise come round to drained_seq.
+  d.drained = static_cast<std::uint64_t>(r) < op.size;
+  d.drained_seq = seq;
 }
 
 // Under d's lock: whether op, about to start, would find EAGAIN for sure (note_drained()), so
 // it may park at once. Not with an error a poller took from the socket: a call reports it.
 bool known_empty(const ReadyDescriptor& d, const Operation& op) noexcept {
-  return (op.kind == OpKind::receive || op.kind == OpKind::readable) && d.drained &&
-         d.drained_seq == d.seq[0] && d.taken_error == 0 && !d.stays_readable;
+  return ((op.kind == OpKind::receive && op.size > 0) || op.kind == OpKind::readable) &&
+         d.drained && d.drained_seq == d.seq[0] && d.taken_error == 0 && !d.stays_readable;
 }
 
 // Whether a call's result `r` is what the socket gives once its pending error was taken away
