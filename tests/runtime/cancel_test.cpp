@@ -53,8 +53,8 @@ TEST(Cancel, ThisTaskSeesItsTokenAndRuntime) {
 }
 
 TEST(Cancel, GateWakesItsWaiterWhenOpened) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto h = rt->spawn(wait_on(gate));
   gate.open();
   EXPECT_TRUE(h.join_blocking().has_value());
@@ -79,8 +79,8 @@ TEST(Cancel, AbortInterruptsASleepAndAUserAwaitable) {
 
 // The aborted task's awaited children and its when_all children run under its context.
 TEST(Cancel, AbortReachesAwaitedChildrenAndWhenAll) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto h = rt->spawn_abortable([](Gate& g) -> Task<int> {
     auto [a, b] = co_await when_all(sleep_long(), wait_on(g));
     Result<void> c = co_await sleep_long();  // after the abort: canceled at once
@@ -101,8 +101,8 @@ TEST(Cancel, AbortOnAPlainTaskIsALogicError) {
 // Under the runtime's shared token (no callback of its own for engine operations), a user
 // awaitable's callback still runs at shutdown.
 TEST(Cancel, ShutdownWakesAUserAwaitableUnderTheRootContext) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   std::atomic<bool> cancelled{false};
   rt->spawn([](Gate& g, std::atomic<bool>& c) -> Task<> {
       c = (co_await g.wait()).error() == kCanceled;
@@ -116,8 +116,8 @@ TEST(Cancel, ShutdownWakesAUserAwaitableUnderTheRootContext) {
 // A cancelled joiner stops waiting (system_error); the joined task runs on and its handle can
 // be awaited again.
 TEST(Cancel, AJoinIsInterruptedAndTheHandleStaysUsable) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto inner = rt->spawn([](Gate& g) -> Task<int> {
     (void)co_await g.wait();
     co_return 7;
@@ -166,8 +166,8 @@ TEST(Cancel, OpenRacesAbortAcrossWorkers) {
 }
 
 TEST(Timeout, InterruptsAUserAwaitable) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto r = rt->block_on(
       [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1ms, g.wait()); }(gate));
   EXPECT_EQ(r.error(), kTimedOut);
@@ -192,8 +192,8 @@ TEST(Timeout, TakesADeadlineAndKeepsAResultThatCameFirst) {
 }
 
 TEST(Timeout, InterruptsAJoin) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto inner = rt->spawn([](Gate& g) -> Task<int> {
     (void)co_await g.wait();
     co_return 1;
@@ -220,8 +220,8 @@ TEST(Timeout, InterruptsAnIoAwaiter) {
 
 // The caller's cancellation reaches the awaitable inside with_timeout.
 TEST(Timeout, CancellingTheCallerCancelsTheAwaitable) {
+  Gate gate;  // before the runtime: a waiter's stop callback may read it as the runtime stops
   auto rt = test::make_runtime("auto");
-  Gate gate;
   auto h = rt->spawn_abortable(
       [](Gate& g) -> Task<Result<void>> { co_return co_await with_timeout(1h, g.wait()); }(gate));
   h.abort();
