@@ -205,7 +205,7 @@ TEST_P(HttpsEdges, EvictionTakesParkedTlsConnectionsNotHandshakingOnes) {
 // midway (each stalled after a whole ClientHello, the server waiting for the client's Finished).
 TEST_P(HttpsEdges, ManyHandshakesCutMidwayByTheSweeperEndCleanly) {
   ServerOptions options;
-  options.header_timeout = 300ms;
+  options.header_timeout = 1s;  // the last connection's handshake must fit in it too
   start(options);
   std::vector<std::unique_ptr<http_test::Client>> clients;
   // A real ClientHello, from a client stream kept corked.
