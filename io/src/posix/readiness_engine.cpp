@@ -14,7 +14,7 @@
 // - No call known to find EAGAIN: a stream's receive that got fewer bytes than it asked for
 //   emptied the socket, so the next receive or readable wait parks without a system call while
 //   no report has come for the read side since that receive began (the saving is a call per
-//   request for a server: ReadinessEngineDrained.*).
+//   request for a server: tests/io/drained_receive_test.cpp).
 // - Close means closed (common/descriptor.hpp): a close that finds a worker in a call on the fd,
 //   or a retry pending for it, shuts the socket's read side down at once (a listener stops
 //   listening); a read-side call's result then counts as cancelled, a send's stands. The
@@ -177,11 +177,9 @@ class ReadinessEngine final : public EngineCore {
     auto adopted = descriptors_pool_.adopt(handle, pollers_.size());
     if (!adopted) return adopted;
     auto* d = static_cast<ReadyDescriptor*>(adopted->descriptor);
-    {
-      // Published to the poller's thread with the rest of the reset (see `registrations`).
-      std::lock_guard guard(d->lock);
-      d->stream = stream;
-    }
+    // No lock: no name for this socket exists yet, and a stale report reaching the descriptor
+    // touches only seq[] and taken_error. Whoever starts an operation got the name from us.
+    d->stream = stream;
     Poller& p = pollers_[static_cast<std::size_t>(d->poller.load(std::memory_order_relaxed))];
     // Release: publishes the descriptor's reset (and the pool's allocation of it) to the
     // thread that will get its pointer back from the poller's wait; see wait().
