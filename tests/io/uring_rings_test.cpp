@@ -189,8 +189,11 @@ class UringRings : public ::testing::Test {
 
   // A scheduler of `workers` workers, a rings-mode engine on it, and (unless `owners` is
   // false: then open_rings() does it) a thread acting as the owner of each of its rings.
-  void start(int workers, EngineOptions o = {}, bool owners = true) {
-    scheduler_ = std::make_unique<sched::Scheduler>(sched::SchedulerOptions{.workers = workers});
+  // `spares`: the scheduler's allowed spare workers (its default if unset), each with a ring slot.
+  void start(int workers, EngineOptions o = {}, bool owners = true,
+             std::optional<int> spares = std::nullopt) {
+    scheduler_ = std::make_unique<sched::Scheduler>(
+        sched::SchedulerOptions{.workers = workers, .max_spare_workers = spares});
     o.kind = "uring";
     o.io_mode = IoMode::rings;
     auto engine = std::make_unique<uring::UringEngine>(*scheduler_, o);
@@ -630,6 +633,51 @@ TEST_F(UringRings, SocketsSpreadEvenlyOverTheWorkersRingsWhileNoSpareRuns) {
     engine().close(d);
   for (Handle p : peers)
     test::close_peer(p);
+}
+
+// Catches: a socket placed on a spare's ring that never opened, when other threads attached
+// sockets at the same moment. Each placement took n round-robin slots and gave up after them;
+// with one worker ring among eight, another thread's attach could take the worker's slot in
+// the middle of ours, and our n slots were all spares'. Such a socket's requests waited in the
+// spare's queue for good (SocketTest.ThousandConcurrentConnections/uring_rings hung under load).
+TEST_F(UringRings, ConcurrentAttachesNeverLandOnASparesRing) {
+  start(1, {}, true, /*spares=*/7);
+  ASSERT_EQ(scheduler_->max_workers(), 8);
+  constexpr int kThreads = 4;
+  constexpr int kEach = 200;
+  std::vector<DescriptorRef> sockets[kThreads];
+  std::vector<Handle> peers[kThreads];
+  std::atomic<int> ready{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      ready.fetch_add(1);
+      while (ready.load() < kThreads) {
+      }
+      for (int i = 0; i < kEach; ++i) {
+        Handle peer = kInvalidHandle;
+        auto d = attach_pair(peer);
+        if (!d) break;
+        sockets[t].push_back(*d);
+        peers[t].push_back(peer);
+      }
+    });
+  for (auto& t : threads)
+    t.join();
+  int on_spares = 0;
+  for (int t = 0; t < kThreads; ++t) {
+    EXPECT_EQ(sockets[t].size(), std::size_t{kEach});
+    for (DescriptorRef d : sockets[t])
+      on_spares += ring_of(d) != 0;
+  }
+  EXPECT_EQ(on_spares, 0) << "sockets placed on a spare's ring, which never opened";
+  EXPECT_EQ(uring_->ring_sockets(0), kThreads * kEach);
+  for (int t = 0; t < kThreads; ++t) {
+    for (DescriptorRef d : sockets[t])
+      engine().close(d);
+    for (Handle p : peers[t])
+      test::close_peer(p);
+  }
 }
 
 TEST_F(UringRings, OperationsStartedBeforeTheRingsOpenRunOnceTheyDo) {

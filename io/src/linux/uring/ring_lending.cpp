@@ -26,24 +26,36 @@ namespace arbor::io::uring {
 void UringEngine::place(UringDescriptor& d) noexcept {
   const std::size_t n = rings_.size();
   std::lock_guard guard(d.lock);
-  for (std::size_t k = 0; k < n; ++k) {
-    // Round-robin over the rings that take sockets: each try takes the next slot, so a slot
-    // that refuses (a spare not started, most often) passes its turn on to no ring in
-    // particular. Walking on from the refused slot gave its turns to the ring after it: with
-    // the default spares, ring 0 took three sockets in four.
-    const std::size_t i = next_place_.fetch_add(1, std::memory_order_relaxed) % n;
-    // Counted first, then the state read (both seq_cst), against lend()'s store of `lent`
-    // then load of the count: either lend() sees the count and walks (finding the socket under
-    // d.lock, which we hold until placed), or we see `lent` and go on.
+  // Counted first, then the state read (both seq_cst), against lend()'s store of `lent` then
+  // load of the count: either lend() sees the count and walks (finding the socket under d.lock,
+  // which we hold until placed), or we see `lent` and go on.
+  const auto try_ring = [&](std::size_t i) {
     Ring& r = *rings_[i];
     r.sockets.fetch_add(1, std::memory_order_seq_cst);
-    if (takes_sockets(r)) {
-      d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
-      d.placed = true;
-      return;
+    if (!takes_sockets(r)) {
+      r.sockets.fetch_sub(1, std::memory_order_relaxed);
+      return false;
     }
-    r.sockets.fetch_sub(1, std::memory_order_relaxed);
+    d.poller.store(static_cast<int>(i), std::memory_order_relaxed);
+    d.placed = true;
+    return true;
+  };
+  // Round-robin over the rings that take sockets: each try takes the next slot, so a slot
+  // that refuses (a spare not started, most often) passes its turn on to no ring in
+  // particular. Walking on from the refused slot gave its turns to the ring after it: with
+  // the default spares, ring 0 took three sockets in four.
+  std::size_t last = 0;
+  for (std::size_t k = 0; k < n; ++k) {
+    last = next_place_.fetch_add(1, std::memory_order_relaxed);
+    if (try_ring(last % n)) return;
   }
+  // Those n slots need not have been n different rings: other threads placing at the same time
+  // take slots between ours, and ours may all have been spares' (the one open ring's turns went
+  // to the others). Then every ring is asked once, in order, from where our turns stopped. Before
+  // this walk such a socket went to a spare's ring that never opened, and its requests waited
+  // there for good (UringRings.ConcurrentAttachesNeverLandOnASparesRing).
+  for (std::size_t k = 1; k <= n; ++k)
+    if (try_ring((last + k) % n)) return;
   // No ring takes sockets: the engine is stopping (its operations complete with -ECANCELED), or
   // every worker blocks in a region and no spare could start. A lent ring then, whose worker
   // serves it when its region ends; the first guess if none is (it may be a spare's, never
