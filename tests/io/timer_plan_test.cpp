@@ -43,11 +43,14 @@ bool empty_wait(TimerPlan& plan, sched::Scheduler& sleepers, bool* planned_deadl
   return plan.after_empty_wait(w, [] { return true; }, w.paused ? &sleepers : nullptr);
 }
 
-// Every worker of `s` parked and, in practice, registered on the semaphore (the nudge refuses
-// one counted asleep but still on its way).
+// Every worker of `s` parked and registered on the semaphore (the nudge refuses one counted
+// asleep but still on its way). A nudge of our own proves it: it succeeds only once every
+// sleeper is on the semaphore, and once it is done they are back on it (a nudged waiter
+// re-registers under the semaphore's lock before it counts as done).
 void settle_parked(sched::Scheduler& s) {
   ASSERT_TRUE(eventually([&] { return s.parked_workers() == s.workers(); }));
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ASSERT_TRUE(eventually([&] { return s.nudge_sleepers(); }));
+  ASSERT_TRUE(eventually([&] { return s.sleepers_nudged(); }));
 }
 
 // The plain round: the first quiet look arms, the second nudges, the first one after the
