@@ -181,12 +181,19 @@ TEST_P(AsioStreamEdges, AReadPendingWhenTheContextGoesDoesNotCallItsHandler) {
   std::atomic<int> calls{0}, destroyed{0};
   std::array<char, 16> buffer{};
   std::promise<void> started;
+  std::int64_t work_inside = 0;  // the posted function's own unit and the read's
   net::post(*ctx, [&] {
     stream->async_read_some(net::buffer(buffer), CountedHandler(&calls, &destroyed));
+    work_inside = ctx->outstanding_work();
     started.set_value();
   });
   started.get_future().wait();
-  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the posted function returns
+  // The posted function has returned once its unit of work is given back (the last thing a
+  // queued function does, executor.hpp), and the Context may go only then.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (ctx->outstanding_work() != work_inside - 1 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::yield();
+  ASSERT_EQ(ctx->outstanding_work(), work_inside - 1);
   ctx.reset();
   const char text[] = "late";
   ASSERT_TRUE(rt->block_on(peer.write_all(std::as_bytes(std::span(text, 4)))));

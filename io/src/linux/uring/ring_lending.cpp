@@ -56,15 +56,19 @@ void UringEngine::place(UringDescriptor& d) noexcept {
   // there for good (UringRings.ConcurrentAttachesNeverLandOnASparesRing).
   for (std::size_t k = 1; k <= n; ++k)
     if (try_ring((last + k) % n)) return;
-  // No ring takes sockets: the engine is stopping (its operations complete with -ECANCELED), or
-  // every worker blocks in a region and no spare could start. A lent ring then, whose worker
-  // serves it when its region ends; the first guess if none is (it may be a spare's, never
-  // opened: stop() finishes its queue).
+  // No ring took it: the engine is stopping (its operations complete with -ECANCELED), or every
+  // worker blocked in a region while we asked and no spare could start. A lent ring then, whose
+  // worker serves it when its region ends; else ring 0, a worker's (never a spare's, which may
+  // never open): open again (its region ended after we asked), lent, or retired (kick()
+  // finishes what is queued for it). The first guess adopt() made could be a spare's
+  // (UringRings.ARingReclaimedWhilePlacingIsNotPassedOverForASparesRing).
+  std::size_t pick = 0;
   for (std::size_t k = 0; k < n; ++k)
     if (rings_[k]->state.load(std::memory_order_seq_cst) == Ring::State::lent) {
-      d.poller.store(static_cast<int>(k), std::memory_order_relaxed);
+      pick = k;
       break;
     }
+  d.poller.store(static_cast<int>(pick), std::memory_order_relaxed);
   ring_of(d).sockets.fetch_add(1, std::memory_order_relaxed);
   d.placed = true;
 }
@@ -111,10 +115,18 @@ void UringEngine::lend(WorkerRing& w) noexcept {
         ++stayed;
         return;
       }
+      // Counted on the candidate first, then its state read (both seq_cst), as place() does and
+      // for the same reason: a candidate lent at this moment either sees the count and walks
+      // (after ours: both walks hold the pool's lock), finding the socket, or we see `lent`.
       Ring* to = nullptr;
       for (std::size_t k = 0; k < n && to == nullptr; ++k, ++next) {
         Ring& c = *rings_[next % n];
-        if (&c != &r && is_open(c)) to = &c;
+        if (&c == &r) continue;
+        c.sockets.fetch_add(1, std::memory_order_seq_cst);
+        if (is_open(c))
+          to = &c;
+        else
+          c.sockets.fetch_sub(1, std::memory_order_relaxed);
       }
       if (to == nullptr) {  // the others were lent meanwhile
         ++stayed;
@@ -124,7 +136,6 @@ void UringEngine::lend(WorkerRing& w) noexcept {
       // d.lock); those already queued here, drain() below forwards.
       d.poller.store(to->index, std::memory_order_relaxed);
       r.sockets.fetch_sub(1, std::memory_order_relaxed);
-      to->sockets.fetch_add(1, std::memory_order_relaxed);
       ++moved;
       for (Operation* op : d.slot) {
         if (op == nullptr) continue;
