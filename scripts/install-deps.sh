@@ -20,6 +20,7 @@ packages=(
   curl wrk                              # HTTP integration tests (real clients, wrk smoke run)
   nginx-light gnuplot-nox               # perf/http: the nginx baseline, the chart
   nghttp2-client                        # perf/http: h2load times pipelined requests
+  apache2-utils                         # perf/http/churn: ab, a connection per request
   spin                                  # make model: the park/notify handshake (Promela)
   python3                               # make audit: scripts/gcc12-coroutine-audit
 )
