@@ -15,37 +15,14 @@
 #include <vector>
 
 #include "arbor/asio/asio.hpp"
-#include "runtime/runtime_support.hpp"
+#include "asio_support.hpp"
 
 namespace {
 
 namespace net = boost::asio;
 using arbor::asio::use_task;
 
-class AsioStreamEdges : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    rt = arbor::test::make_runtime(GetParam());
-    ASSERT_NE(rt, nullptr);
-    ctx.emplace(*rt);
-    auto pair = rt->block_on(arbor::test::connected_pair(*rt));
-    ASSERT_TRUE(pair) << pair.error().message();
-    stream = std::make_unique<arbor::asio::Stream>(*ctx, std::move(pair->server));
-    peer = std::move(pair->client);
-  }
-  void TearDown() override {
-    stream.reset();
-    peer = {};
-    if (ctx) ctx->wait_idle();
-    ctx.reset();
-  }
-  bool on_worker() const { return arbor::sched::Scheduler::current() == &rt->scheduler(); }
-
-  std::unique_ptr<arbor::Runtime> rt;
-  std::optional<arbor::asio::Context> ctx;
-  std::unique_ptr<arbor::asio::Stream> stream;
-  arbor::TcpStream peer;
-};
+class AsioStreamEdges : public arbor::test::AsioStreamFixture {};
 
 struct Seen {
   boost::system::error_code ec;

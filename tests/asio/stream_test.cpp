@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "arbor/asio/asio.hpp"
-#include "runtime/runtime_support.hpp"
+#include "asio_support.hpp"
 
 #if defined(ARBOR_ASIO_TEST_SSL)
 #include <boost/asio/ssl.hpp>
@@ -27,30 +27,7 @@ using namespace std::chrono_literals;
 namespace net = boost::asio;
 using arbor::asio::use_task;
 
-class AsioStream : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    rt = arbor::test::make_runtime(GetParam());
-    ASSERT_NE(rt, nullptr);
-    ctx.emplace(*rt);
-    auto pair = rt->block_on(arbor::test::connected_pair(*rt));
-    ASSERT_TRUE(pair) << pair.error().message();
-    stream.emplace(*ctx, std::move(pair->server));
-    peer = std::move(pair->client);
-  }
-  void TearDown() override {
-    stream.reset();
-    peer = {};
-    if (ctx) ctx->wait_idle();  // every handler has run: none left over, none lost
-    ctx.reset();
-  }
-  bool on_worker() const { return arbor::sched::Scheduler::current() == &rt->scheduler(); }
-
-  std::unique_ptr<arbor::Runtime> rt;
-  std::optional<arbor::asio::Context> ctx;
-  std::optional<arbor::asio::Stream> stream;
-  arbor::TcpStream peer;
-};
+class AsioStream : public arbor::test::AsioStreamFixture {};
 
 std::vector<std::byte> pattern(std::size_t n) {
   std::vector<std::byte> v(n);
