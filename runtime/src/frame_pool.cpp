@@ -1,8 +1,22 @@
+// FramePool: per-thread caches of coroutine frames, balanced through a bounded depot.
+//
+// The invariant: every frame the pool holds is in exactly one place, a thread's cache or the
+// depot, and both are bounded (kCachedPerClass per class per thread, kDepotBatches batches
+// of kBatch per class in the depot), so the pool never holds more than those bounds; all
+// else goes back to the heap.
+//
+// Why a depot: a coroutine that suspends on one worker is often resumed, and its frame freed,
+// on another (an IO completion runs where the poller is). Then one thread only allocates and
+// another only frees: the first cache runs dry and the second overflows, and without the
+// depot every such frame would be a heap allocation. A cache that reaches its bound moves
+// half of itself (kBatch frames, one chain) into the depot; a cache that runs dry takes one
+// chain back. The depot's lock is taken once per kBatch frames, never per frame.
 #include "arbor/runtime/frame_pool.hpp"
 
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
 
 #include "arbor/sync/thread_object.hpp"
@@ -11,6 +25,9 @@ namespace arbor::frame_pool {
 namespace {
 
 constexpr std::size_t kClasses = kMaxPooledBytes / kClassBytes;
+constexpr std::size_t kBatch = kCachedPerClass / 2;
+static_assert(kBatch > 0 && kDepotFramesPerClass % kBatch == 0);
+constexpr std::size_t kDepotBatches = kDepotFramesPerClass / kBatch;
 
 std::atomic<std::uint64_t> heap_allocs{0};
 std::atomic<std::uint64_t> heap_releases{0};
@@ -30,9 +47,47 @@ void heap_free(void* p) noexcept {
   ::operator delete(p);
 }
 
+// A free frame is at least kClassBytes long: room for both links.
 struct FreeFrame {
-  FreeFrame* next;
+  FreeFrame* next;        // the next frame of the same chain
+  FreeFrame* next_chain;  // in the depot: the head of the next chain
 };
+static_assert(sizeof(FreeFrame) <= kClassBytes);
+
+// Chains of exactly kBatch frames per class, at most kDepotBatches of them.
+class Depot {
+ public:
+  // Takes `chain` (kBatch frames); false if the class is full (the caller keeps the chain).
+  bool put(std::size_t c, FreeFrame* chain) noexcept {
+    std::lock_guard guard(lock_);
+    if (chains_[c] == kDepotBatches) return false;
+    chain->next_chain = head_[c];
+    head_[c] = chain;
+    ++chains_[c];
+    return true;
+  }
+  // A chain of kBatch frames, or null if the class has none.
+  FreeFrame* take(std::size_t c) noexcept {
+    std::lock_guard guard(lock_);
+    FreeFrame* chain = head_[c];
+    if (chain == nullptr) return nullptr;
+    head_[c] = chain->next_chain;
+    --chains_[c];
+    return chain;
+  }
+
+ private:
+  std::mutex lock_;
+  FreeFrame* head_[kClasses] = {};
+  std::size_t chains_[kClasses] = {};
+};
+
+// Never destroyed: threads may free frames into it while static destructors run. What it
+// holds at exit is reclaimed with the process.
+Depot& depot() noexcept {
+  static Depot* d = new Depot;
+  return *d;
+}
 
 // One per thread. The destructor returns cached frames to the heap at thread exit.
 struct Cache {
@@ -59,6 +114,23 @@ std::size_t class_of(std::size_t size) noexcept {
   return (size + kClassBytes - 1) / kClassBytes - 1;
 }
 
+// Moves the first kBatch frames of a full cache's class c into the depot, or keeps them if the
+// depot's class is full (the frame being freed then goes to the heap).
+void spill(Cache& cache, std::size_t c) noexcept {
+  FreeFrame* chain = cache.head[c];
+  FreeFrame* last = chain;
+  for (std::size_t i = 1; i < kBatch; ++i)
+    last = last->next;
+  FreeFrame* rest = last->next;
+  last->next = nullptr;
+  if (!depot().put(c, chain)) {
+    last->next = rest;
+    return;
+  }
+  cache.head[c] = rest;
+  cache.count[c] -= kBatch;
+}
+
 }  // namespace
 
 bool enabled() noexcept {
@@ -71,19 +143,26 @@ void* allocate(std::size_t size) {
   const std::size_t c = class_of(size);
   Cache* cache = this_thread_cache();
   if (cache == nullptr) return heap_allocate((c + 1) * kClassBytes);
-  if (FreeFrame* f = cache->head[c]) {
-    cache->head[c] = f->next;
-    --cache->count[c];
-    return f;
+  if (cache->head[c] == nullptr) {
+    cache->head[c] = depot().take(c);
+    if (cache->head[c] == nullptr) return heap_allocate((c + 1) * kClassBytes);
+    cache->count[c] = kBatch;
   }
-  return heap_allocate((c + 1) * kClassBytes);
+  FreeFrame* f = cache->head[c];
+  cache->head[c] = f->next;
+  --cache->count[c];
+  return f;
 }
 
 void deallocate(void* frame, std::size_t size) noexcept {
   if (!enabled() || size > kMaxPooledBytes || size == 0) return heap_free(frame);
   const std::size_t c = class_of(size);
   Cache* cache = this_thread_cache();
-  if (cache == nullptr || cache->count[c] >= kCachedPerClass) return heap_free(frame);
+  if (cache == nullptr) return heap_free(frame);
+  if (cache->count[c] >= kCachedPerClass) {
+    spill(*cache, c);
+    if (cache->count[c] >= kCachedPerClass) return heap_free(frame);
+  }
   auto* f = static_cast<FreeFrame*>(frame);
   f->next = cache->head[c];
   cache->head[c] = f;
