@@ -499,6 +499,160 @@ TEST_F(UringRings, CloseWhileAReceiveIsPendingCancelsIt) {
   }
 }
 
+// --- Sends through the owner's ring (UringEngine::start()'s rule) ----------------------------
+
+// Bytes the kernel holds for `peer` to read (FIONREAD), or -1.
+int bytes_waiting(Handle peer) {
+  int n = 0;
+  return ::ioctl(static_cast<int>(peer), FIONREAD, &n) == 0 ? n : -1;
+}
+
+// Everything `peer` receives until its other end is closed (blocking reads).
+std::string read_to_end(Handle peer) {
+  std::string all;
+  char buffer[256];
+  for (;;) {
+    const ssize_t n = ::recv(static_cast<int>(peer), buffer, sizeof buffer, 0);
+    if (n <= 0) return all;
+    all.append(buffer, static_cast<std::size_t>(n));
+  }
+}
+
+// The rule: a send started on the owner of its socket's ring is queued there (nothing is sent
+// before the owner's next look or wait) and goes out with that wait's io_uring_enter; a send
+// from any other thread is a send(2) that finishes at once. Catches: the owner's send left in
+// the queue past its wait (it never submits it), or the rule reversed.
+TEST_F(UringRings, TheOwnersSendGoesOutWithItsNextWaitOthersSendAtOnce) {
+  start(2);
+  Handle peer = kInvalidHandle;
+  auto d = attach_pair(peer);
+  ASSERT_TRUE(d);
+  Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
+  const auto queued_before = engine().counters().get("ring_sends");
+
+  Countdown sent(1), job_done(1);
+  Send op;
+  op.prepare(*d, "ping", 4, sent);
+  std::atomic<bool> finished_inline{true};
+  std::atomic<int> waiting_in_job{-1};
+  owner.post([&](sched::WorkerDriver&) {
+    finished_inline = engine().start(op);
+    waiting_in_job = bytes_waiting(peer);  // nobody else submits to this ring: exact
+    job_done.count_down();
+  });
+  wait_or_exit(job_done, "the owner's job");
+  EXPECT_FALSE(finished_inline.load()) << "the owner's send did not go into its ring";
+  EXPECT_EQ(waiting_in_job.load(), 0) << "the owner's send went out before its wait";
+  wait_or_exit(sent, "the queued send, after the owner's wait");
+  EXPECT_EQ(op.last.load(), 4);
+  EXPECT_EQ(op.completions.load(), 1);
+  EXPECT_EQ(engine().counters().get("ring_sends"), queued_before + 1);
+  char bytes[4] = {};
+  ASSERT_EQ(::recv(static_cast<int>(peer), bytes, sizeof bytes, MSG_WAITALL), 4);
+  EXPECT_EQ(std::string(bytes, 4), "ping");
+
+  // From the test thread, which owns no ring: send(2), finished before start() returns.
+  Countdown unused(1);
+  Send other;
+  other.prepare(*d, "pong", 4, unused);
+  ASSERT_TRUE(engine().start(other)) << "a send from outside the ring waited for it";
+  EXPECT_EQ(other.result, 4);
+  EXPECT_EQ(bytes_waiting(peer), 4);
+  EXPECT_EQ(engine().counters().get("ring_sends"), queued_before + 1);
+  engine().close(*d);
+  test::close_peer(peer);
+}
+
+// A send queued in the owner's ring and then closed, cancelled, or lent away before the owner
+// submits it. Catches: a queued send that completes twice or never, one whose bytes go out
+// after its socket was closed or its cancel was asked, and one that a region strands in the
+// lent ring. The owner is held inside its job (where it submits nothing) while the other
+// thread acts, so each case is deterministic.
+TEST_F(UringRings, ASendQueuedInTheOwnersRingIsClosedOrCancelledOnce) {
+  for (int how : {0, 1, 2}) {  // closed by the owner, closed by another thread, cancelled
+    SCOPED_TRACE(how == 0 ? "closed by the owner" : how == 1 ? "closed elsewhere" : "cancelled");
+    start(2);
+    Handle peer = kInvalidHandle;
+    auto d = attach_pair(peer);
+    ASSERT_TRUE(d);
+    Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
+    Countdown sent(1), queued(1), release(1), job_done(1);
+    Send op;
+    op.prepare(*d, "ping", 4, sent);
+    owner.post([&](sched::WorkerDriver&) {
+      EXPECT_FALSE(engine().start(op));
+      if (how == 0) engine().close(*d);
+      queued.count_down();
+      EXPECT_TRUE(release.wait(20s));
+      job_done.count_down();
+    });
+    wait_or_exit(queued, "the queued send");
+    if (how == 1) engine().close(*d);
+    if (how == 2) engine().cancel(op);
+    release.count_down();
+    wait_or_exit(job_done, "the owner's job");
+    wait_or_exit(sent, "the queued send's completion");
+    EXPECT_EQ(op.last.load(), -ECANCELED);
+    EXPECT_EQ(op.completions.load(), 1);
+    if (how == 2) engine().close(*d);
+    EXPECT_EQ(read_to_end(peer), "") << "a closed or cancelled send still sent its bytes";
+    EXPECT_EQ(op.completions.load(), 1);
+    EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
+    test::close_peer(peer);
+    stop();
+  }
+}
+
+// The owner queues a send and then enters a BlockingRegion: with another ring open the socket
+// moves there and the queued send goes with it, out while the region still blocks; with no
+// other ring open the ring is lent and keeps its sockets, and a send started inside the region
+// is a send(2) (a lent ring is not submitted to before the region ends). Catches: a send
+// stranded in a lent ring until its worker comes back.
+TEST_F(UringRings, ASendQueuedBeforeARegionGoesOutDuringIt) {
+  for (int workers : {2, 1}) {
+    SCOPED_TRACE(std::to_string(workers) + " worker(s)");
+    start(workers, {}, true, /*spares=*/0);
+    Handle peer = kInvalidHandle;
+    auto d = attach_pair(peer);
+    ASSERT_TRUE(d);
+    Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
+    Countdown sent(1), job_done(1);
+    Send op;
+    op.prepare(*d, "ping", 4, sent);
+    std::atomic<bool> inline_in_region{false};
+    std::atomic<bool> out_in_region{false};
+    owner.post([&](sched::WorkerDriver& driver) {
+      if (workers == 2) {
+        EXPECT_FALSE(engine().start(op));  // queued in our ring
+        driver.before_blocking();          // lend(): the socket and its send move on
+      } else {
+        driver.before_blocking();  // lent, but no other ring: the socket stays
+        inline_in_region = engine().start(op);
+        if (inline_in_region) {
+          op.last = op.result;
+          op.completions.fetch_add(1);
+          sent.count_down();
+        }
+      }
+      out_in_region = sent.wait(20s);  // the region blocks until the send is out
+      driver.after_blocking();
+      job_done.count_down();
+    });
+    wait_or_exit(job_done, "the owner's region");
+    EXPECT_TRUE(out_in_region.load()) << "the send waited for the region to end";
+    if (workers == 1) {
+      EXPECT_TRUE(inline_in_region.load()) << "a lent ring's owner queued a send";
+    }
+    wait_or_exit(sent, "the send");
+    EXPECT_EQ(op.last.load(), 4);
+    EXPECT_EQ(op.completions.load(), 1);
+    engine().close(*d);
+    EXPECT_EQ(read_to_end(peer), "ping");
+    test::close_peer(peer);
+    stop();
+  }
+}
+
 // Catches: a ring closed by its worker (the drivers detached, or the worker exiting) with
 // operations in the kernel: they must complete with -ECANCELED (not hang, not be freed under
 // the kernel: ASan), and operations started later on its sockets must not hang either.

@@ -175,6 +175,17 @@ bool UringEngine::start(Operation& op) noexcept {
     {
       std::lock_guard guard(d.lock);
       if (!admit_start(d, op)) return true;
+      // The rule for sends: the owner of the socket's ring queues it in the ring, and its next
+      // look or wait submits it in the io_uring_enter that reaps (at most kPollInterval items
+      // later, or as it runs out of work), so a batch of replies costs one system call, not
+      // one each. Anyone else calls send(2) here: queueing would cost the owner a wake-up.
+      // A lent ring is not submitted to until its region ends, so its owner sends here too.
+      if (Ring& own = ring_of(d); sends_through_ring(own)) {
+        queue_start(own, d, op, side);
+        own.ring_sends.store(own.ring_sends.load(std::memory_order_relaxed) + 1,
+                             std::memory_order_relaxed);
+        return false;
+      }
       ++d.busy;  // keeps the fd open while the system call runs outside the lock
     }
     const std::int64_t r = posix::perform(op, d.fd);
@@ -281,6 +292,12 @@ bool UringEngine::drives(const Ring& ring) const noexcept {
   // it submits to and reaps that ring. Not with inline completions: drain() would run
   // handlers inside the close.
   return this_thread_ring == &ring && !options().inline_completions;
+}
+
+bool UringEngine::sends_through_ring(const Ring& ring) const noexcept {
+  // Relaxed: only the owner moves its ring between open and lent, and drives() says we are it.
+  // The measurements behind the rule: docs/benchmarks.md ("Replies through the owner's ring").
+  return drives(ring) && ring.state.load(std::memory_order_relaxed) == Ring::State::open;
 }
 
 void UringEngine::cancel_parked() noexcept {
@@ -583,6 +600,11 @@ void UringEngine::backend_counters(EngineCounters& c) const noexcept {
         multishot_arms_.load(std::memory_order_relaxed));
   c.add("buffered_reads", "Reads and accepts served from what a multishot operation had ready.",
         buffered_reads_.load(std::memory_order_relaxed));
+  std::uint64_t ring_sends = 0;
+  for (const auto& r : rings_)
+    ring_sends += r->ring_sends.load(std::memory_order_relaxed);
+  c.add("ring_sends", "Sends queued in the owner's ring, submitted with its next look or wait.",
+        ring_sends);
   c.add("ring_moves", "Sockets moved off a worker's ring as the worker entered a BlockingRegion.",
         ring_moves_.load(std::memory_order_relaxed));
 }

@@ -255,6 +255,8 @@ class UringEngine final : public EngineCore {
   // Whether the calling thread submits to and reaps `ring` (rings mode: its owner), so that a
   // close can go through the kernel before it returns.
   bool drives(const Ring& ring) const noexcept;
+  // Rings mode: a send started here goes into the ring rather than send(2) (start() has the rule).
+  bool sends_through_ring(const Ring& ring) const noexcept;
   // A queued start whose socket was closed (or which was cancelled) before it reached the
   // ring: complete it as if the kernel had cancelled it.
   void finish_refused(Operation& op) noexcept;

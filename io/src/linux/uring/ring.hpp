@@ -118,6 +118,10 @@ struct Ring {
   // Rings mode: sockets placed on this ring and not closed yet (lend() walks the descriptors
   // only if there are any).
   std::atomic<std::int64_t> sockets{0};
+  // Rings mode: sends its owner queued here rather than calling send(2) (UringEngine::start()).
+  // Written by the owner alone, with a load and a store (no read-modify-write on the send path);
+  // read by counters().
+  std::atomic<std::uint64_t> ring_sends{0};
 
   ~Ring() {
     if (initialised) io_uring_queue_exit(&ring);
