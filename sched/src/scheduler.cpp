@@ -157,6 +157,11 @@ Scheduler* Scheduler::current() noexcept {
   return w != nullptr ? &w->owner : nullptr;
 }
 
+bool Scheduler::work_queued_here() noexcept {
+  Worker* w = this_worker();
+  return w != nullptr && w->queue.size_estimate() != 0;
+}
+
 namespace {
 int checked_workers(const SchedulerOptions& options) {
   int n = options.workers.value_or(static_cast<int>(sync::available_cpus()));

@@ -499,7 +499,7 @@ TEST_F(UringRings, CloseWhileAReceiveIsPendingCancelsIt) {
   }
 }
 
-// --- Sends through the owner's ring (UringEngine::start()'s rule) ----------------------------
+// --- Sends through the owner's ring (UringEngine::sends_through_ring()'s rule) ---------------
 
 // Bytes the kernel holds for `peer` to read (FIONREAD), or -1.
 int bytes_waiting(Handle peer) {
@@ -518,11 +518,13 @@ std::string read_to_end(Handle peer) {
   }
 }
 
-// The rule: a send started on the owner of its socket's ring is queued there (nothing is sent
-// before the owner's next look or wait) and goes out with that wait's io_uring_enter; a send
-// from any other thread is a send(2) that finishes at once. Catches: the owner's send left in
-// the queue past its wait (it never submits it), or the rule reversed.
-TEST_F(UringRings, TheOwnersSendGoesOutWithItsNextWaitOthersSendAtOnce) {
+// The rule: a send started on the owner of its socket's ring, with other requests queued for
+// the owner's next enter, is queued too (nothing is sent before the owner's next look or wait)
+// and goes out with that wait's io_uring_enter; a lone send on the owner (nothing queued, no
+// item waiting: these owners are not scheduler workers) and a send from any other thread are a
+// send(2) that finishes at once. Catches: the owner's queued send left in the ring past its
+// wait (it never submits it), or either half of the rule reversed.
+TEST_F(UringRings, TheOwnersSendGoesIntoItsRingWithCompanyAndOutAtOnceAlone) {
   start(2);
   Handle peer = kInvalidHandle;
   auto d = attach_pair(peer);
@@ -530,19 +532,23 @@ TEST_F(UringRings, TheOwnersSendGoesOutWithItsNextWaitOthersSendAtOnce) {
   Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
   const auto queued_before = engine().counters().get("ring_sends");
 
-  Countdown sent(1), job_done(1);
+  // With company: a receive started first leaves a request in the ring's queue.
+  Countdown received(1), sent(1), job_done(1);
+  Receive rx;
+  rx.prepare(*d, received);
   Send op;
   op.prepare(*d, "ping", 4, sent);
   std::atomic<bool> finished_inline{true};
   std::atomic<int> waiting_in_job{-1};
   owner.post([&](sched::WorkerDriver&) {
+    EXPECT_FALSE(engine().start(rx));  // nothing to read: pending
     finished_inline = engine().start(op);
     waiting_in_job = bytes_waiting(peer);  // nobody else submits to this ring: exact
     job_done.count_down();
   });
   wait_or_exit(job_done, "the owner's job");
-  EXPECT_FALSE(finished_inline.load()) << "the owner's send did not go into its ring";
-  EXPECT_EQ(waiting_in_job.load(), 0) << "the owner's send went out before its wait";
+  EXPECT_FALSE(finished_inline.load()) << "the owner's send with company did not go into its ring";
+  EXPECT_EQ(waiting_in_job.load(), 0) << "the owner's queued send went out before its wait";
   wait_or_exit(sent, "the queued send, after the owner's wait");
   EXPECT_EQ(op.last.load(), 4);
   EXPECT_EQ(op.completions.load(), 1);
@@ -551,8 +557,24 @@ TEST_F(UringRings, TheOwnersSendGoesOutWithItsNextWaitOthersSendAtOnce) {
   ASSERT_EQ(::recv(static_cast<int>(peer), bytes, sizeof bytes, MSG_WAITALL), 4);
   EXPECT_EQ(std::string(bytes, 4), "ping");
 
+  // Alone: the owner's wait drained its queue; the receive waits in the kernel.
+  Countdown lone_job(1), unused(1);
+  Send lone;
+  lone.prepare(*d, "solo", 4, unused);
+  std::atomic<bool> lone_inline{false};
+  std::atomic<int> lone_waiting{-1};
+  owner.post([&](sched::WorkerDriver&) {
+    lone_inline = engine().start(lone);
+    lone_waiting = bytes_waiting(peer);
+    lone_job.count_down();
+  });
+  wait_or_exit(lone_job, "the owner's lone send");
+  EXPECT_TRUE(lone_inline.load()) << "a lone send on the owner waited for its ring";
+  EXPECT_EQ(lone.result, 4);
+  EXPECT_EQ(lone_waiting.load(), 4);
+  ASSERT_EQ(::recv(static_cast<int>(peer), bytes, sizeof bytes, MSG_WAITALL), 4);
+
   // From the test thread, which owns no ring: send(2), finished before start() returns.
-  Countdown unused(1);
   Send other;
   other.prepare(*d, "pong", 4, unused);
   ASSERT_TRUE(engine().start(other)) << "a send from outside the ring waited for it";
@@ -560,14 +582,16 @@ TEST_F(UringRings, TheOwnersSendGoesOutWithItsNextWaitOthersSendAtOnce) {
   EXPECT_EQ(bytes_waiting(peer), 4);
   EXPECT_EQ(engine().counters().get("ring_sends"), queued_before + 1);
   engine().close(*d);
+  wait_or_exit(received, "the receive, cancelled by the close");
+  EXPECT_EQ(rx.last.load(), -ECANCELED);
   test::close_peer(peer);
 }
 
-// A send queued in the owner's ring and then closed, cancelled, or lent away before the owner
-// submits it. Catches: a queued send that completes twice or never, one whose bytes go out
-// after its socket was closed or its cancel was asked, and one that a region strands in the
-// lent ring. The owner is held inside its job (where it submits nothing) while the other
-// thread acts, so each case is deterministic.
+// A send queued in the owner's ring (behind a receive) and then closed, cancelled, or lent
+// away before the owner submits it. Catches: a queued send that completes twice or never, one
+// whose bytes go out after its socket was closed or its cancel was asked, and one that a region
+// strands in the lent ring. The owner is held inside its job (where it submits nothing) while
+// the other thread acts, so each case is deterministic.
 TEST_F(UringRings, ASendQueuedInTheOwnersRingIsClosedOrCancelledOnce) {
   for (int how : {0, 1, 2}) {  // closed by the owner, closed by another thread, cancelled
     SCOPED_TRACE(how == 0 ? "closed by the owner" : how == 1 ? "closed elsewhere" : "cancelled");
@@ -576,10 +600,13 @@ TEST_F(UringRings, ASendQueuedInTheOwnersRingIsClosedOrCancelledOnce) {
     auto d = attach_pair(peer);
     ASSERT_TRUE(d);
     Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
-    Countdown sent(1), queued(1), release(1), job_done(1);
+    Countdown received(1), sent(1), queued(1), release(1), job_done(1);
+    Receive rx;
+    rx.prepare(*d, received);
     Send op;
     op.prepare(*d, "ping", 4, sent);
     owner.post([&](sched::WorkerDriver&) {
+      EXPECT_FALSE(engine().start(rx));
       EXPECT_FALSE(engine().start(op));
       if (how == 0) engine().close(*d);
       queued.count_down();
@@ -595,6 +622,8 @@ TEST_F(UringRings, ASendQueuedInTheOwnersRingIsClosedOrCancelledOnce) {
     EXPECT_EQ(op.last.load(), -ECANCELED);
     EXPECT_EQ(op.completions.load(), 1);
     if (how == 2) engine().close(*d);
+    wait_or_exit(received, "the receive, cancelled by the close");
+    EXPECT_EQ(rx.last.load(), -ECANCELED);
     EXPECT_EQ(read_to_end(peer), "") << "a closed or cancelled send still sent its bytes";
     EXPECT_EQ(op.completions.load(), 1);
     EXPECT_TRUE(eventually([&] { return engine().counters().descriptors == 0; }));
@@ -603,11 +632,11 @@ TEST_F(UringRings, ASendQueuedInTheOwnersRingIsClosedOrCancelledOnce) {
   }
 }
 
-// The owner queues a send and then enters a BlockingRegion: with another ring open the socket
-// moves there and the queued send goes with it, out while the region still blocks; with no
-// other ring open the ring is lent and keeps its sockets, and a send started inside the region
-// is a send(2) (a lent ring is not submitted to before the region ends). Catches: a send
-// stranded in a lent ring until its worker comes back.
+// The owner queues a send (behind a receive) and then enters a BlockingRegion: with another
+// ring open the socket moves there and the queued send goes with it, out while the region still
+// blocks; with no other ring open the ring is lent and keeps its sockets, and a send started
+// inside the region, even behind a queued receive, is a send(2): a lent ring is not submitted to
+// before the region ends. Catches: a send stranded in a lent ring until its worker comes back.
 TEST_F(UringRings, ASendQueuedBeforeARegionGoesOutDuringIt) {
   for (int workers : {2, 1}) {
     SCOPED_TRACE(std::to_string(workers) + " worker(s)");
@@ -616,17 +645,21 @@ TEST_F(UringRings, ASendQueuedBeforeARegionGoesOutDuringIt) {
     auto d = attach_pair(peer);
     ASSERT_TRUE(d);
     Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
-    Countdown sent(1), job_done(1);
+    Countdown received(1), sent(1), job_done(1);
+    Receive rx;
+    rx.prepare(*d, received);
     Send op;
     op.prepare(*d, "ping", 4, sent);
     std::atomic<bool> inline_in_region{false};
     std::atomic<bool> out_in_region{false};
     owner.post([&](sched::WorkerDriver& driver) {
       if (workers == 2) {
+        EXPECT_FALSE(engine().start(rx));
         EXPECT_FALSE(engine().start(op));  // queued in our ring
         driver.before_blocking();          // lend(): the socket and its send move on
       } else {
         driver.before_blocking();  // lent, but no other ring: the socket stays
+        EXPECT_FALSE(engine().start(rx));
         inline_in_region = engine().start(op);
         if (inline_in_region) {
           op.last = op.result;
@@ -647,6 +680,8 @@ TEST_F(UringRings, ASendQueuedBeforeARegionGoesOutDuringIt) {
     EXPECT_EQ(op.last.load(), 4);
     EXPECT_EQ(op.completions.load(), 1);
     engine().close(*d);
+    wait_or_exit(received, "the receive, cancelled by the close");
+    EXPECT_EQ(rx.last.load(), -ECANCELED);
     EXPECT_EQ(read_to_end(peer), "ping");
     test::close_peer(peer);
     stop();

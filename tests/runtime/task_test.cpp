@@ -250,6 +250,22 @@ TEST(FramePool, FramesFreedOnAnotherThreadAreReused) {
   EXPECT_LE(per_round, frame_pool::kCachedPerClass + 8);
 }
 
+// Scheduler::work_queued_here(), the hint io_uring's send rule reads: true on a worker whose
+// own queue holds an item it has not run yet, false off any worker.
+TEST(Runtime, WorkQueuedHereSeesTheCallingWorkersOwnQueue) {
+  EXPECT_FALSE(sched::Scheduler::work_queued_here());
+  auto rt = test::make_runtime("auto", 1);
+  auto body = [](Runtime& r) -> Task<bool> {
+    // One worker, and this task does not suspend before the check: the spawned task is queued
+    // on this worker and cannot have run.
+    auto h = r.spawn([]() -> Task<void> { co_return; }());
+    const bool queued = sched::Scheduler::work_queued_here();
+    co_await std::move(h);
+    co_return queued;
+  };
+  EXPECT_TRUE(rt->block_on(body(*rt)));
+}
+
 TEST(Runtime, BadOptionsAreErrorsNotCrashes) {
   RuntimeOptions o;
   o.engine.kind = "bogus";

@@ -175,11 +175,9 @@ bool UringEngine::start(Operation& op) noexcept {
     {
       std::lock_guard guard(d.lock);
       if (!admit_start(d, op)) return true;
-      // The rule for sends: the owner of the socket's ring queues it in the ring, and its next
-      // look or wait submits it in the io_uring_enter that reaps (at most kPollInterval items
-      // later, or as it runs out of work), so a batch of replies costs one system call, not
-      // one each. Anyone else calls send(2) here: queueing would cost the owner a wake-up.
-      // A lent ring is not submitted to until its region ends, so its owner sends here too.
+      // The rule for sends (sends_through_ring()): the owner of the socket's ring queues it in
+      // the ring when more is coming before its next wait, and that wait's io_uring_enter
+      // submits it with the rest, so a batch of replies costs one system call, not one each.
       if (Ring& own = ring_of(d); sends_through_ring(own)) {
         queue_start(own, d, op, side);
         own.ring_sends.store(own.ring_sends.load(std::memory_order_relaxed) + 1,
@@ -295,9 +293,18 @@ bool UringEngine::drives(const Ring& ring) const noexcept {
 }
 
 bool UringEngine::sends_through_ring(const Ring& ring) const noexcept {
-  // Relaxed: only the owner moves its ring between open and lent, and drives() says we are it.
+  // Only the ring's owner queues: for anyone else a queued send costs the owner a wake-up, no
+  // cheaper than the call. Not while the ring is lent: its owner blocks in a region and submits
+  // nothing until it ends (relaxed: only the owner moves its ring between open and lent).
+  if (!drives(ring) || ring.state.load(std::memory_order_relaxed) != Ring::State::open)
+    return false;
+  // And only when the send has company: requests already queued for the next enter, or items
+  // queued on this worker, which may add more (the other replies of a batch). A lone reply on
+  // a worker about to wait goes out with send(2): queued, it would cost the same two entries
+  // (the enter that submits it returns with its CQE, then the wait) and a resumption on top.
   // The measurements behind the rule: docs/benchmarks.md ("Replies through the owner's ring").
-  return drives(ring) && ring.state.load(std::memory_order_relaxed) == Ring::State::open;
+  return ring.incoming.load(std::memory_order_relaxed) != nullptr ||
+         sched::Scheduler::work_queued_here();
 }
 
 void UringEngine::cancel_parked() noexcept {

@@ -148,6 +148,9 @@ class Scheduler {
 
   /// The scheduler whose worker is the calling thread, or nullptr.
   static Scheduler* current() noexcept;
+  /// Whether the calling thread is a worker with items waiting in its own queue: a racy
+  /// estimate (thieves take from it), for heuristics only. False on any other thread.
+  static bool work_queued_here() noexcept;
 
  private:
   struct Worker;
