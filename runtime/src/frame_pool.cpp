@@ -89,11 +89,19 @@ Depot& depot() noexcept {
   return *d;
 }
 
+// Set once the calling thread's cache has been destroyed: a frame freed or made later in the
+// thread's teardown (another thread_local's destructor; on the main thread, a static
+// destructor, as exit() destroys thread_locals first) uses the heap, not a cache that no longer
+// exists. Trivially destructible, so it outlives every destructor
+// (FramePool.AFrameFreedAfterTheThreadsCacheIsGoneGoesToTheHeap).
+constinit thread_local bool t_cache_gone = false;
+
 // One per thread. The destructor returns cached frames to the heap at thread exit.
 struct Cache {
   FreeFrame* head[kClasses] = {};
   std::size_t count[kClasses] = {};
   ~Cache() {
+    t_cache_gone = true;
     for (std::size_t c = 0; c < kClasses; ++c)
       while (head[c] != nullptr) {
         FreeFrame* f = head[c];
@@ -106,6 +114,7 @@ struct Cache {
 // The calling thread's cache; null if none can be had (its frames then use the heap). Not a
 // plain thread_local: see sync/thread_object.hpp for why, on Windows.
 Cache* this_thread_cache() noexcept {
+  if (t_cache_gone) return nullptr;
   return sync::this_thread_object<Cache>();
 }
 

@@ -507,8 +507,11 @@ int bytes_waiting(Handle peer) {
   return ::ioctl(static_cast<int>(peer), FIONREAD, &n) == 0 ? n : -1;
 }
 
-// Everything `peer` receives until its other end is closed (blocking reads).
+// Everything `peer` receives until its other end is closed (blocking reads, each bounded by
+// 20 s, so that a regression fails rather than hangs).
 std::string read_to_end(Handle peer) {
+  const timeval limit{20, 0};
+  ::setsockopt(static_cast<int>(peer), SOL_SOCKET, SO_RCVTIMEO, &limit, sizeof limit);
   std::string all;
   char buffer[256];
   for (;;) {
@@ -686,6 +689,44 @@ TEST_F(UringRings, ASendQueuedBeforeARegionGoesOutDuringIt) {
     test::close_peer(peer);
     stop();
   }
+}
+
+// The owner queues a send (behind a receive) and then its region begins with no other ring
+// open (one worker, no spare): the ring is lent and keeps its sockets, and what it had queued
+// must reach the kernel before the owner blocks. Catches: lend() returning before it drains
+// and submits, which left the send in the lent ring until the region's end (found in review;
+// under the scheduler its look on entering a region drains first, but the driver must not
+// rely on it).
+TEST_F(UringRings, ASendQueuedBeforeARegionWithNoOtherRingGoesOutDuringIt) {
+  start(1, {}, true, /*spares=*/0);
+  Handle peer = kInvalidHandle;
+  auto d = attach_pair(peer);
+  ASSERT_TRUE(d);
+  Owner& owner = *owners_[static_cast<std::size_t>(ring_of(*d))];
+  Countdown received(1), sent(1), job_done(1);
+  Receive rx;
+  rx.prepare(*d, received);
+  Send op;
+  op.prepare(*d, "ping", 4, sent);
+  std::atomic<bool> queued{false};
+  std::atomic<bool> out_in_region{false};
+  owner.post([&](sched::WorkerDriver& driver) {
+    EXPECT_FALSE(engine().start(rx));
+    queued = !engine().start(op);  // queued in our ring
+    driver.before_blocking();      // lent; no other ring: the socket stays
+    out_in_region = eventually([&] { return bytes_waiting(peer) == 4; }, std::chrono::seconds(10));
+    driver.after_blocking();
+    job_done.count_down();
+  });
+  wait_or_exit(job_done, "the owner's region");
+  EXPECT_TRUE(queued.load());
+  EXPECT_TRUE(out_in_region.load()) << "the queued send waited for the region's end";
+  wait_or_exit(sent, "the send");
+  EXPECT_EQ(op.last.load(), 4);
+  EXPECT_EQ(op.completions.load(), 1);
+  engine().close(*d);
+  wait_or_exit(received, "the receive, cancelled by the close");
+  test::close_peer(peer);
 }
 
 // Catches: a ring closed by its worker (the drivers detached, or the worker exiting) with

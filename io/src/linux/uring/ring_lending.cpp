@@ -97,6 +97,13 @@ void UringEngine::lend(WorkerRing& w) noexcept {
   for (const auto& c : rings_)
     other = other || (c.get() != &r && is_open(*c));
   if (!other) {
+    // What we queued (a send, say) goes to the kernel now: nothing submits to a lent ring
+    // before its region ends (UringRings.ASendQueuedBeforeARegionWithNoOtherRingGoesOutDuringIt).
+    drain(r);
+    if (io_uring_sq_ready(&r.ring) > 0) {
+      submits_.fetch_add(1, std::memory_order_relaxed);
+      io_uring_submit(&r.ring);
+    }
     log::debug("io_uring: worker {} blocks: no other ring is open, {} socket(s) stay", w.index_,
                r.sockets.load(std::memory_order_relaxed));
     return;
