@@ -98,7 +98,7 @@ void UringEngine::lend(WorkerRing& w) noexcept {
     other = other || (c.get() != &r && is_open(*c));
   if (!other) {
     // What we queued (a send, say) goes to the kernel now: nothing submits to a lent ring
-    // before its region ends (UringRings.ASendQueuedBeforeARegionWithNoOtherRingGoesOutDuringIt).
+    // before its region ends (UringRings.ASendAroundARegionGoesOutDuringIt).
     drain(r);
     if (io_uring_sq_ready(&r.ring) > 0) {
       submits_.fetch_add(1, std::memory_order_relaxed);
