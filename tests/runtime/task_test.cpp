@@ -241,6 +241,12 @@ struct FreesAFrameLate {
 };
 TEST(FramePool, AFrameFreedAfterTheThreadsCacheIsGoneGoesToTheHeap) {
   if (!frame_pool::enabled()) GTEST_SKIP() << "ARBOR_POOL_FRAMES=0";
+#if defined(_WIN32)
+  // There the cache lives under a fiber-local slot (sync/thread_object.hpp), not in a
+  // thread_local, and a thread_local's destructor is not ordered after its callback: the late
+  // free meets a live cache (or a new one), never a destroyed one, so this order cannot be built.
+  GTEST_SKIP() << "the destruction order under test exists only with POSIX thread_locals";
+#endif
   std::thread([] {
     thread_local FreesAFrameLate late;  // made first: destroyed after the cache
     late.frame = ::operator new(128);   // the size of class 1, which 100 bytes ask for
