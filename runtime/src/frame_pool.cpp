@@ -60,11 +60,16 @@ class Depot {
   // Takes `chain` (kBatch frames); false if the class is full (the caller keeps the chain).
   bool put(std::size_t c, FreeFrame* chain) noexcept {
     std::lock_guard guard(lock_);
-    if (chains_[c] == kDepotBatches) return false;
+    if (full(c)) return false;
     chain->next_chain = head_[c];
     head_[c] = chain;
-    ++chains_[c];
+    chains_[c].store(chains_[c].load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     return true;
+  }
+  // A hint, read without the lock: a full cache whose depot class is full frees to the heap
+  // without walking a chain or taking the lock for each frame.
+  bool full(std::size_t c) const noexcept {
+    return chains_[c].load(std::memory_order_relaxed) == kDepotBatches;
   }
   // A chain of kBatch frames, or null if the class has none.
   FreeFrame* take(std::size_t c) noexcept {
@@ -72,14 +77,14 @@ class Depot {
     FreeFrame* chain = head_[c];
     if (chain == nullptr) return nullptr;
     head_[c] = chain->next_chain;
-    --chains_[c];
+    chains_[c].store(chains_[c].load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
     return chain;
   }
 
  private:
   std::mutex lock_;
   FreeFrame* head_[kClasses] = {};
-  std::size_t chains_[kClasses] = {};
+  std::atomic<std::size_t> chains_[kClasses] = {};  // written under lock_
 };
 
 // Never destroyed: threads may free frames into it while static destructors run. What it
@@ -126,6 +131,7 @@ std::size_t class_of(std::size_t size) noexcept {
 // Moves the first kBatch frames of a full cache's class c into the depot, or keeps them if the
 // depot's class is full (the frame being freed then goes to the heap).
 void spill(Cache& cache, std::size_t c) noexcept {
+  if (depot().full(c)) return;
   FreeFrame* chain = cache.head[c];
   FreeFrame* last = chain;
   for (std::size_t i = 1; i < kBatch; ++i)

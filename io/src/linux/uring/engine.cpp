@@ -302,7 +302,7 @@ bool UringEngine::sends_through_ring(const Ring& ring) const noexcept {
   // queued on this worker, which may add more (the other replies of a batch). A lone reply on
   // a worker about to wait goes out with send(2): queued, it would cost the same two entries
   // (the enter that submits it returns with its CQE, then the wait) and a resumption on top.
-  // The measurements behind the rule: docs/benchmarks.md ("Replies through the owner's ring").
+  // The measurements behind the rule: docs/benchmarks.md ("Replies through the owner's ring, landed").
   return ring.incoming.load(std::memory_order_relaxed) != nullptr ||
          sched::Scheduler::work_queued_here();
 }
