@@ -12,7 +12,7 @@
 // headers (Server, here "uring", one byte longer than "asio"; Date cached per second;
 // Content-Type; Content-Length) and the JSON body comes from rapidjson's Writer, as there.
 //
-//   uring_http [PORT] [defer|coop|basic] [sqe|direct] [wait|timeout]
+//   uring_http [PORT] [defer|coop|basic] [sqe|direct] [wait|timeout] [plain|fixed]
 //     PORT 0 (default): any port. Prints "ready <port>" once listening, 127.0.0.1 only.
 //     defer (default): IORING_SETUP_SINGLE_ISSUER | DEFER_TASKRUN, falling back to basic if the
 //       kernel refuses; coop: IORING_SETUP_COOP_TASKRUN (arbor's workers-mode ring); basic: none.
@@ -21,6 +21,12 @@
 //       profiled apart.
 //     wait (default): io_uring_submit_and_wait; timeout: io_uring_submit_and_wait_timeout with a
 //       1 s timeout, as arbor's poller waits, to see what a timed wait costs the kernel.
+//     plain (default): connections are ordinary descriptors; fixed: registered (direct)
+//       descriptors, to measure what they save: a sparse table of kMaxFixed, the multishot accept
+//       installs each connection in it (no descriptor in the process's table), every receive,
+//       send and shutdown names it with IOSQE_FIXED_FILE and a close SQE ends it. TCP_NODELAY is
+//       set once on the listener, which accepted sockets inherit. Not with direct sends (send(2)
+//       needs a descriptor).
 //
 // The invariant: a connection is freed only when nothing of it is left in the kernel, that is
 // when it is closing, its multishot receive has posted its last CQE (no IORING_CQE_F_MORE) and
@@ -56,8 +62,10 @@ constexpr unsigned kCqEntries = 8192;
 constexpr unsigned kBufferCount = 1024;  // arbor's per-ring figures: the same cache footprint
 constexpr unsigned kBufferSize = 4096;
 constexpr std::size_t kMaxHead = 16 * 1024;  // the Asio baseline's read buffer
+constexpr unsigned kMaxFixed = 16384;        // registered descriptors (fixed mode)
 
-enum Op : std::uint64_t { kAccept = 1, kRecv = 2, kSend = 3 };
+// kDone: a shutdown or close SQE (fixed mode) whose result is of no use, as ::close's is not.
+enum Op : std::uint64_t { kAccept = 1, kRecv = 2, kSend = 3, kDone = 4 };
 
 [[noreturn]] void die(const char* what, int err) {
   std::fprintf(stderr, "uring_http: %s: %s\n", what, std::strerror(err));
@@ -80,7 +88,7 @@ std::string_view date() {
 }
 
 struct alignas(8) Conn {
-  int fd = -1;
+  int fd = -1;  // fixed mode: the index in the registered table
   bool recv_armed = false;  // the multishot receive may still post CQEs
   bool send_busy = false;   // a send SQE of `sending` is in flight
   bool closing = false;     // no more reading or answering; free once the kernel lets go
@@ -95,6 +103,7 @@ io_uring ring;
 int listener = -1;
 bool direct_send = false;
 bool timed_wait = false;
+bool fixed_files = false;
 io_uring_buf_ring* buf_ring = nullptr;
 std::unique_ptr<char[]> buffer_memory;
 
@@ -117,14 +126,18 @@ io_uring_sqe* get_sqe() {
 
 void arm_accept() {
   io_uring_sqe* sqe = get_sqe();
-  io_uring_prep_multishot_accept(sqe, listener, nullptr, nullptr, SOCK_CLOEXEC);
+  if (fixed_files) {
+    io_uring_prep_multishot_accept_direct(sqe, listener, nullptr, nullptr, 0);
+  } else {
+    io_uring_prep_multishot_accept(sqe, listener, nullptr, nullptr, SOCK_CLOEXEC);
+  }
   io_uring_sqe_set_data64(sqe, kAccept);
 }
 
 void arm_recv(Conn* c) {
   io_uring_sqe* sqe = get_sqe();
   io_uring_prep_recv_multishot(sqe, c->fd, nullptr, 0, 0);
-  sqe->flags |= IOSQE_BUFFER_SELECT;
+  sqe->flags |= IOSQE_BUFFER_SELECT | (fixed_files ? IOSQE_FIXED_FILE : 0);
   sqe->buf_group = 0;
   io_uring_sqe_set_data64(sqe, tag(c, kRecv));
   c->recv_armed = true;
@@ -134,6 +147,7 @@ void submit_send(Conn* c) {
   io_uring_sqe* sqe = get_sqe();
   io_uring_prep_send(sqe, c->fd, c->sending.data() + c->sent, c->sending.size() - c->sent,
                      MSG_NOSIGNAL);
+  if (fixed_files) sqe->flags |= IOSQE_FIXED_FILE;
   io_uring_sqe_set_data64(sqe, tag(c, kSend));
   c->send_busy = true;
 }
@@ -144,10 +158,29 @@ void give_back(unsigned id) {
   io_uring_buf_ring_advance(buf_ring, 1);
 }
 
+// shutdown(2), or its SQE on a registered descriptor; ENOTCONN if the peer went first: no matter.
+void shut_down(Conn* c) {
+  if (!fixed_files) {
+    ::shutdown(c->fd, SHUT_RDWR);
+    return;
+  }
+  io_uring_sqe* sqe = get_sqe();
+  io_uring_prep_shutdown(sqe, c->fd, SHUT_RDWR);
+  sqe->flags |= IOSQE_FIXED_FILE;
+  io_uring_sqe_set_data64(sqe, kDone);
+}
+
 // Frees the connection once the kernel holds nothing of it (the file's invariant).
 void maybe_free(Conn* c) {
   if (!c->closing || c->recv_armed || c->send_busy) return;
-  ::close(c->fd);  // nothing is in flight on it: a plain close, its result of no use
+  // Nothing is in flight on it: a plain close, its result of no use.
+  if (fixed_files) {
+    io_uring_sqe* sqe = get_sqe();
+    io_uring_prep_close_direct(sqe, static_cast<unsigned>(c->fd));
+    io_uring_sqe_set_data64(sqe, kDone);
+  } else {
+    ::close(c->fd);
+  }
   delete c;
 }
 
@@ -156,7 +189,7 @@ void maybe_free(Conn* c) {
 void stop(Conn* c) {
   if (c->closing) return;
   c->closing = true;
-  if (c->recv_armed) ::shutdown(c->fd, SHUT_RDWR);  // ENOTCONN if the peer went first: no matter
+  if (c->recv_armed) shut_down(c);
 }
 
 void start_closing(Conn* c) {
@@ -178,7 +211,7 @@ void flush(Conn* c) {
     if (n > 0) c->sent = static_cast<std::size_t>(n);
     if (c->sent == c->sending.size()) {
       c->sending.clear();
-      if (c->shut) ::shutdown(c->fd, SHUT_RDWR);
+      if (c->shut) shut_down(c);
       return;
     }
   }
@@ -240,7 +273,7 @@ void bad_request(Conn* c) {
   c->partial.clear();
   c->queued.append(kBadRequest);
   flush(c);
-  if (!c->send_busy) ::shutdown(c->fd, SHUT_RDWR);
+  if (!c->send_busy) shut_down(c);
 }
 
 void on_recv(Conn* c, const io_uring_cqe* cqe) {
@@ -286,7 +319,7 @@ void on_send(Conn* c, const io_uring_cqe* cqe) {
   if (c->sent < c->sending.size() && !c->closing) return submit_send(c);  // a short send
   c->sending.clear();
   if (c->shut) {
-    ::shutdown(c->fd, SHUT_RDWR);
+    shut_down(c);
   } else if (!c->closing) {
     flush(c);
   }
@@ -302,8 +335,8 @@ void on_accept(const io_uring_cqe* cqe) {
   auto* c = new Conn;
   c->fd = cqe->res;
   const int one = 1;
-  // As the Asio baseline: replies leave at once.
-  if (::setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+  // As the Asio baseline: replies leave at once (fixed mode: inherited from the listener).
+  if (!fixed_files && ::setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
     std::perror("uring_http: TCP_NODELAY");
   c->sending.reserve(kBufferSize);
   c->queued.reserve(kBufferSize);
@@ -344,6 +377,10 @@ void setup_ring(const char* mode) {
   reg.ring_entries = kBufferCount;
   reg.bgid = 0;
   if (e = io_uring_register_buf_ring(&ring, &reg, 0); e < 0) die("io_uring_register_buf_ring", -e);
+  if (fixed_files) {
+    if (e = io_uring_register_files_sparse(&ring, kMaxFixed); e < 0)
+      die("io_uring_register_files_sparse", -e);
+  }
   buffer_memory = std::make_unique<char[]>(std::size_t{kBufferCount} * kBufferSize);
   for (unsigned id = 0; id < kBufferCount; ++id)
     io_uring_buf_ring_add(buf_ring, buffer(id), kBufferSize, static_cast<unsigned short>(id),
@@ -372,6 +409,18 @@ int main(int argc, char** argv) {
     }
     timed_wait = wait_mode == "timeout";
   }
+  if (argc > 5) {
+    const std::string_view file_mode = argv[5];
+    if (file_mode != "plain" && file_mode != "fixed") {
+      std::fprintf(stderr, "uring_http: file mode %s: plain or fixed\n", argv[5]);
+      return 2;
+    }
+    fixed_files = file_mode == "fixed";
+    if (fixed_files && direct_send) {
+      std::fprintf(stderr, "uring_http: fixed descriptors need sqe sends (send(2) takes a descriptor)\n");
+      return 2;
+    }
+  }
   std::signal(SIGPIPE, SIG_IGN);  // direct sends carry MSG_NOSIGNAL too; belt and braces
 
   listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -379,6 +428,8 @@ int main(int argc, char** argv) {
   const int one = 1;
   if (::setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0)
     die("SO_REUSEADDR", errno);
+  if (fixed_files && ::setsockopt(listener, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) != 0)
+    die("TCP_NODELAY", errno);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
@@ -424,6 +475,8 @@ int main(int argc, char** argv) {
           break;
         case kSend:
           on_send(c, cqe);
+          break;
+        case kDone:
           break;
         default:
           die("unknown completion", EINVAL);
