@@ -88,7 +88,7 @@ std::string_view date() {
 }
 
 struct alignas(8) Conn {
-  int fd = -1;  // fixed mode: the index in the registered table
+  int fd = -1;              // fixed mode: the index in the registered table
   bool recv_armed = false;  // the multishot receive may still post CQEs
   bool send_busy = false;   // a send SQE of `sending` is in flight
   bool closing = false;     // no more reading or answering; free once the kernel lets go
@@ -417,7 +417,8 @@ int main(int argc, char** argv) {
     }
     fixed_files = file_mode == "fixed";
     if (fixed_files && direct_send) {
-      std::fprintf(stderr, "uring_http: fixed descriptors need sqe sends (send(2) takes a descriptor)\n");
+      std::fprintf(stderr,
+                   "uring_http: fixed descriptors need sqe sends (send(2) takes a descriptor)\n");
       return 2;
     }
   }
