@@ -30,9 +30,10 @@
 //
 // The invariant: a connection is freed only when nothing of it is left in the kernel, that is
 // when it is closing, its multishot receive has posted its last CQE (no IORING_CQE_F_MORE) and
-// no send of it is in flight; until then every CQE's user_data points at live memory. A send's
-// bytes (`sending`) are not touched while it is in flight; replies made meanwhile wait in
-// `queued`. Every provided buffer is given back before the next submit, so a receive that ended
+// no send (nor, fixed mode, shutdown) of it is in flight; until then every CQE's user_data points
+// at live memory, and (fixed mode) no SQE in flight names its slot when the close SQE frees it.
+// A send's bytes (`sending`) are not touched while it is in flight; replies made meanwhile wait
+// in `queued`. Every provided buffer is given back before the next submit, so a receive that ended
 // with -ENOBUFS is re-armed with buffers to take.
 #include <liburing.h>
 #include <netinet/in.h>
@@ -64,8 +65,11 @@ constexpr unsigned kBufferSize = 4096;
 constexpr std::size_t kMaxHead = 16 * 1024;  // the Asio baseline's read buffer
 constexpr unsigned kMaxFixed = 16384;        // registered descriptors (fixed mode)
 
-// kDone: a shutdown or close SQE (fixed mode) whose result is of no use, as ::close's is not.
-enum Op : std::uint64_t { kAccept = 1, kRecv = 2, kSend = 3, kDone = 4 };
+// kDone: a close SQE (fixed mode) whose result is of no use, as ::close's is not. kShut: a
+// shutdown SQE (fixed mode), tracked: the kernel punts it to io-wq (REQ_F_FORCE_ASYNC), which
+// looks its slot up only when it runs, so the slot must not be closed (and reused by the next
+// accept, which takes the slot freed last) before it completes.
+enum Op : std::uint64_t { kAccept = 1, kRecv = 2, kSend = 3, kDone = 4, kShut = 5 };
 
 [[noreturn]] void die(const char* what, int err) {
   std::fprintf(stderr, "uring_http: %s: %s\n", what, std::strerror(err));
@@ -93,6 +97,7 @@ struct alignas(8) Conn {
   bool send_busy = false;   // a send SQE of `sending` is in flight
   bool closing = false;     // no more reading or answering; free once the kernel lets go
   bool shut = false;        // shutdown(2) called (a 400: the receive ends with EOF)
+  bool shut_busy = false;   // fixed mode: a shutdown SQE is in flight
   std::size_t sent = 0;     // of `sending`, completed
   std::string partial;      // an incomplete request head carried over from the last receive
   std::string sending;      // the bytes of the send in flight (stable until it completes)
@@ -164,15 +169,17 @@ void shut_down(Conn* c) {
     ::shutdown(c->fd, SHUT_RDWR);
     return;
   }
+  if (c->shut_busy) return;
   io_uring_sqe* sqe = get_sqe();
   io_uring_prep_shutdown(sqe, c->fd, SHUT_RDWR);
   sqe->flags |= IOSQE_FIXED_FILE;
-  io_uring_sqe_set_data64(sqe, kDone);
+  io_uring_sqe_set_data64(sqe, tag(c, kShut));
+  c->shut_busy = true;
 }
 
 // Frees the connection once the kernel holds nothing of it (the file's invariant).
 void maybe_free(Conn* c) {
-  if (!c->closing || c->recv_armed || c->send_busy) return;
+  if (!c->closing || c->recv_armed || c->send_busy || c->shut_busy) return;
   // Nothing is in flight on it: a plain close, its result of no use.
   if (fixed_files) {
     io_uring_sqe* sqe = get_sqe();
@@ -280,7 +287,8 @@ void on_recv(Conn* c, const io_uring_cqe* cqe) {
   const bool more = (cqe->flags & IORING_CQE_F_MORE) != 0;
   if (!more) c->recv_armed = false;
   if (cqe->res == -ENOBUFS) {  // every buffer was taken: they are back before the next submit
-    if (!c->closing && !c->shut) arm_recv(c);
+    // Re-armed also after a 400 (what it takes is dropped): only its EOF ends the connection.
+    if (!c->closing) arm_recv(c);
     return maybe_free(c);
   }
   if (cqe->res <= 0) return start_closing(c);  // EOF, reset or any other error
@@ -307,7 +315,7 @@ void on_recv(Conn* c, const io_uring_cqe* cqe) {
     }
   }
   if (!c->shut) flush(c);
-  if (!more && !c->shut && !c->closing) arm_recv(c);
+  if (!more && !c->closing) arm_recv(c);  // after a 400 too: only its EOF ends the connection
   maybe_free(c);
 }
 
@@ -318,9 +326,11 @@ void on_send(Conn* c, const io_uring_cqe* cqe) {
   c->sent += static_cast<std::size_t>(cqe->res);
   if (c->sent < c->sending.size() && !c->closing) return submit_send(c);  // a short send
   c->sending.clear();
-  if (c->shut) {
+  if (c->closing) {
+    // Nothing to shut down: stop() did, or the receive has ended.
+  } else if (c->shut) {
     shut_down(c);
-  } else if (!c->closing) {
+  } else {
     flush(c);
   }
   maybe_free(c);
@@ -476,6 +486,10 @@ int main(int argc, char** argv) {
           break;
         case kSend:
           on_send(c, cqe);
+          break;
+        case kShut:
+          c->shut_busy = false;
+          maybe_free(c);
           break;
         case kDone:
           break;

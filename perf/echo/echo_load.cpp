@@ -1,7 +1,10 @@
 // Load generator for perf/compare-echo (plain sockets, one thread, no arbor, no Asio).
 //
-//   echo_load PORT pingpong SECONDS [SIZE]            one connection, one message in flight
-//   echo_load PORT throughput SECONDS CONNS [SIZE]    CONNS connections, one message each
+//   echo_load PORT pingpong SECONDS [CONNS [SIZE]]     one connection (CONNS is ignored), one
+//                                                      message in flight
+//   echo_load PORT throughput SECONDS [CONNS [SIZE]]   CONNS connections (default 100), one
+//                                                      message each
+// SIZE: bytes per message, default 64.
 //
 // Prints one line: messages, messages/s and round-trip p50/p99 in microseconds.
 #include <arpa/inet.h>
@@ -67,8 +70,10 @@ int main(int argc, char** argv) {
   const bool pingpong = mode == "pingpong";
   const std::size_t conns =
       pingpong ? 1 : static_cast<std::size_t>(argc > 4 ? std::atoi(argv[4]) : 100);
-  const std::size_t size =
-      static_cast<std::size_t>(argc > (pingpong ? 4 : 5) ? std::atoi(argv[pingpong ? 4 : 5]) : 64);
+  // SIZE is the fifth argument in both modes (ping-pong ignores CONNS): until 2026-12-04 it was
+  // the fourth in ping-pong, so perf/compare-echo's ping-pong, which passes CONNS 1, sent
+  // 1-byte messages.
+  const std::size_t size = static_cast<std::size_t>(argc > 5 ? std::atoi(argv[5]) : 64);
   std::vector<char> out(size, 'x'), in(size);
   std::vector<std::uint32_t> rtt;
   rtt.reserve(1 << 24);
