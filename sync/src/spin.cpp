@@ -38,8 +38,11 @@ std::chrono::nanoseconds AdaptiveSpinner::budget(unsigned busy_threads,
     case SpinConfig::Mode::adaptive:
       break;
   }
-  // Spinning without a core of our own only delays the thread that holds it.
-  if (busy_threads >= cpus) return std::chrono::nanoseconds::zero();
+  // Spinning without a core of our own only delays the thread that holds it. On one CPU nothing
+  // can arrive while we spin: whoever would hand us work needs the CPU we are holding, so a spin
+  // there only burns its budget before the park (1 µs per message in a one-CPU echo ping-pong,
+  // docs/benchmarks.md).
+  if (cpus <= 1 || busy_threads >= cpus) return std::chrono::nanoseconds::zero();
   return adaptive_budget_;
 }
 

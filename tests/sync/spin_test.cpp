@@ -115,6 +115,19 @@ TEST(AdaptiveSpinner, DoesNotSpinWithoutACoreOfItsOwn) {
   EXPECT_EQ(s.budget(5, 2), 0ns);
 }
 
+// On one CPU a spin cannot see work arrive (the producer needs the CPU the spinner holds), however
+// well spins have paid off elsewhere.
+TEST(AdaptiveSpinner, DoesNotSpinOnOneCpu) {
+  AdaptiveSpinner s;
+  for (int i = 0; i < 20; ++i)
+    s.record(true);
+  EXPECT_EQ(s.budget(0, 1), 0ns);
+  EXPECT_EQ(s.budget(0, 0), 0ns);  // a caller that could not count its CPUs
+  EXPECT_EQ(s.budget(0, 2), AdaptiveSpinner::kMaxBudget);
+  AdaptiveSpinner fixed(SpinConfig{SpinConfig::Mode::fixed, 7us});
+  EXPECT_EQ(fixed.budget(0, 1), 7us);  // an explicit ARBOR_SPIN budget is obeyed as given
+}
+
 TEST(AdaptiveSpinner, FixedModesIgnoreFeedback) {
   AdaptiveSpinner none(SpinConfig{SpinConfig::Mode::none, {}});
   none.record(true);
