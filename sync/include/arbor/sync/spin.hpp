@@ -8,8 +8,7 @@
 //   * it doubles after a spin that found work and halves after one that did not, between
 //     kMinBudget and kMaxBudget, so an idle thread gives its core back within a few spins;
 //   * it is zero when the spinner would not have a core of its own: when threads that are
-//     running or spinning already fill the CPUs this process may use, and always on one CPU,
-//     where any thread that could hand over work needs the CPU the spinner holds.
+//     running or spinning already fill the CPUs this process may use.
 // `ARBOR_SPIN=adaptive|none|<nanoseconds>` replaces the policy for experiments.
 #pragma once
 
