@@ -7,9 +7,8 @@
 // Prints the median over ROUNDS of wall time and process CPU time (user + system, getrusage)
 // per hand-off, and the scheduler's spins and spins that found work. Run it under
 // `taskset -c 0` to see what the spinner's one-CPU rule costs or saves this producer: the pool
-// thread must preempt the worker to hand over its result (sync/include/arbor/sync/spin.hpp).
-#include <sys/resource.h>
-
+// thread must preempt the worker to hand over its result (AdaptiveSpinner::budget,
+// sync/src/spin.cpp).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -18,6 +17,7 @@
 
 #include "arbor/arbor.hpp"
 #include "arbor/sync/thread_blocker.hpp"
+#include "process_cpu.hpp"
 
 namespace {
 
@@ -27,13 +27,6 @@ arbor::Task<> handoffs(arbor::Runtime& rt, long n, long& sum) {
   for (long i = 0; i < n; ++i)
     sum += co_await rt.spawn_blocking([i] { return i & 1; });
   all_done.wake();
-}
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
 }
 
 }  // namespace
@@ -51,10 +44,10 @@ int main(int argc, char** argv) {
   long sum = 0;
   for (int r = 0; r < rounds; ++r) {
     const auto start = std::chrono::steady_clock::now();
-    const double cpu0 = cpu_seconds();
+    const double cpu0 = perf::process_cpu_seconds();
     rt.spawn(handoffs(rt, n, sum)).detach();
     all_done.wait();
-    const double cpu1 = cpu_seconds();
+    const double cpu1 = perf::process_cpu_seconds();
     const auto elapsed = std::chrono::steady_clock::now() - start;
     wall_ns.push_back(std::chrono::duration<double, std::nano>(elapsed).count() /
                       static_cast<double>(n));

@@ -4,8 +4,6 @@
 // Runs a burst of 100,000 items, then reports (1) how long after the last item every worker
 // was parked, polled every 100 µs, and (2) the process's CPU time (getrusage) over the next
 // 5 s of idleness, as a percentage of one core. Targets: < 50 ms and < 1 %.
-#include <sys/resource.h>
-
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +14,7 @@
 
 #include "arbor/sched/scheduler.hpp"
 #include "arbor/sync/thread_blocker.hpp"
+#include "process_cpu.hpp"
 
 namespace {
 
@@ -31,13 +30,6 @@ struct Item : WorkItem {
           if (left.fetch_sub(1, std::memory_order_acq_rel) == 1) done.wake();
         }) {}
 };
-
-double cpu_seconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
-         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
 
 }  // namespace
 
@@ -65,11 +57,11 @@ int main(int argc, char** argv) {
           .count();
   const bool all_parked = scheduler.parked_workers() == scheduler.workers();
 
-  const double cpu_before = cpu_seconds();
+  const double cpu_before = perf::process_cpu_seconds();
   const auto t0 = std::chrono::steady_clock::now();
   std::this_thread::sleep_for(std::chrono::seconds(5));  // the idle window being measured
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double cpu_pct = 100.0 * (cpu_seconds() - cpu_before) / wall;
+  const double cpu_pct = 100.0 * (perf::process_cpu_seconds() - cpu_before) / wall;
 
   std::printf(
       "arbor | idle | %d workers | all parked %s %.2f ms after the burst | idle CPU %.3f %% of a "
